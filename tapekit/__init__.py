@@ -1,0 +1,28 @@
+"""tapekit: reverse-mode autodiff whose gradient tape is a first-class, swappable, visible object."""
+
+from .backward import backward
+from .check import GradCheck, GradientCheckError, check_grads
+from .devices import Cpu, Cuda, Device
+from .errors import (AxisError, BackwardError, DeviceMismatchError, DeviceUnavailableError, DTypeError,
+                     IncompleteTapeWarning, IndexingError, InvalidArgumentError, MissingGradientError,
+                     ModelFileError, ShapeError, TapeConsumedError, TapeError, TapekitError, TapeMovedError,
+                     TapePolicyError, UnusedParamsError)
+from .gradients import Gradients
+from .inspect import explain, tapes
+from .ops import (abs, clip, concat, cos, exp, log, log_softmax, logsumexp, matmul, maximum, mean, minimum,
+                  relu, sigmoid, sin, softmax, sqrt, stack, tanh, where)
+from .tapes import ArcTape, GlobalTape, NoneTape, OwnedTape, Tape, UnionTape
+from .tensor import Tensor
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Cpu", "Cuda", "Device", "Tensor", "Gradients", "backward", "check_grads", "GradCheck", "explain", "tapes",
+    "Tape", "NoneTape", "OwnedTape", "ArcTape", "UnionTape", "GlobalTape",
+    "abs", "clip", "concat", "cos", "exp", "log", "log_softmax", "logsumexp", "matmul", "maximum", "mean",
+    "minimum", "relu", "sigmoid", "sin", "softmax", "sqrt", "stack", "tanh", "where",
+    "TapekitError", "ShapeError", "AxisError", "IndexingError", "DeviceMismatchError", "DeviceUnavailableError",
+    "DTypeError", "InvalidArgumentError", "TapeError", "TapeMovedError", "TapeConsumedError", "TapePolicyError",
+    "BackwardError", "MissingGradientError", "UnusedParamsError", "ModelFileError", "GradientCheckError",
+    "IncompleteTapeWarning",
+]

@@ -1,0 +1,122 @@
+"""The backward engine: run a tape's records newest-first, iteratively, accumulating gradients."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, Sequence
+
+import numpy as np
+
+from .errors import BackwardError, DTypeError, IncompleteTapeWarning, ShapeError, TapeConsumedError
+from .gradients import Gradients
+from .history import coverage
+from .ids import label
+from .ops.core import unbroadcast
+from .tapes.base import Record, Tape, consumed_error, raise_spent
+from .tapes.merge import merge_tapes
+from .tensor import Tensor, _is_float
+
+
+def backward(outputs: Any, seeds: Sequence[Any] | None = None, retain: bool = False) -> Gradients:
+    """Gradients of several outputs at once, summed, as if one loss were their sum.
+
+    The outputs' tapes are merged first, so every record they hold runs once. ``seeds`` gives the
+    starting gradient of each output (``None`` for a one-value output). ``retain=True`` keeps the
+    records for another backward; otherwise each policy drains its tape as the design says.
+    """
+    outputs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
+    seeds = _seeds(outputs, seeds)
+    tapes = [_tape_of(out) for out in outputs]
+    by = "the backward on " + ", ".join(out.label for out in outputs)
+    cov = coverage(outputs, {tape._store() for tape in tapes})
+    if not cov.complete:
+        if not tapes[0].allows_partial:
+            raise TapeConsumedError(cov.summary(", ".join(out.label for out in outputs)))
+        warnings.warn(cov.summary(", ".join(out.label for out in outputs)), IncompleteTapeWarning, stacklevel=3)
+    tape = merge_tapes(tapes, "backward")
+    records, grads = tape._take(retain)
+    grads._why.update(cov.missed)
+    grads._ran = f"{type(tape).__name__} {tape.label}"
+    _run(records, grads, outputs, seeds)
+    if not retain:
+        _release(records, by)
+        tape._after_backward(outputs, by)
+    return grads.drop_non_leaves()
+
+
+def _run(records: list[Record], grads: Gradients, outputs: Sequence[Tensor], seeds: Sequence[Any]) -> None:
+    device = outputs[0].device
+    xp, count, arrays, accumulate = device.xp, device.count, grads._arrays, grads.accumulate
+    for out, seed in zip(outputs, seeds):
+        accumulate(out.id, seed, device)
+    for rec in reversed(records):
+        g = arrays.get(rec.out)
+        if g is None:  # not on the way to an output: its operands still get (zero) entries
+            for tid, shape in zip(rec.inputs, rec.shapes):
+                if tid is not None and tid not in arrays:
+                    arrays[tid] = count(xp.zeros(shape, dtype=rec.dtype, **device._placement()))
+            continue
+        for tid, shape, rule in zip(rec.inputs, rec.shapes, rec.rules):
+            if rule is None:
+                continue
+            gi = rule(g)
+            if gi.shape != shape:
+                gi = unbroadcast(xp, gi, shape)
+            if gi is not g:
+                count(gi)
+            accumulate(tid, gi, device)
+
+
+def _release(records: list[Record], by: str) -> None:
+    """Free the arrays the records saved and mark them consumed."""
+    for rec in records:
+        rec.rules = None
+        rec.home = None
+        rec.consumed_by = by
+
+
+def _tape_of(out: Any) -> Tape:
+    if not isinstance(out, Tensor):
+        raise BackwardError(f"backward takes tensors, got {type(out).__name__}")
+    tape = out._tape
+    if tape is None:
+        raise BackwardError(f"{out.label} carries no tape, so nothing was recorded for it. Trace an input first: "
+                            f"x.trace() (or x.trace(tk.UnionTape())), then compute the output from it.")
+    if tape._spent is not None:
+        raise_spent(tape)
+    rec = out._record
+    if rec is not None and rec.home is None and rec.consumed_by:
+        raise consumed_error(out.label, rec.consumed_by)
+    return tape
+
+
+def _seeds(outputs: list[Any], seeds: Sequence[Any] | None) -> list[Any]:
+    if not outputs:
+        raise BackwardError("tk.backward([]) got no outputs; pass the tensors to differentiate, e.g. "
+                            "tk.backward([loss1, loss2])")
+    if seeds is None:
+        seeds = [None] * len(outputs)
+    seeds = list(seeds)
+    if len(seeds) != len(outputs):
+        raise BackwardError(f"got {len(seeds)} seeds for {len(outputs)} outputs; give one per output "
+                            f"(None for a one-value output)")
+    return [_seed(out, seed) for out, seed in zip(outputs, seeds)]
+
+
+def _seed(out: Any, seed: Any) -> Any:
+    if not isinstance(out, Tensor):
+        raise BackwardError(f"backward takes tensors, got {type(out).__name__}")
+    if not _is_float(out.dtype):
+        raise DTypeError(f"{out.label} has dtype {out.dtype}, which has no gradient")
+    xp = out.device.xp
+    if seed is None:
+        if out.size != 1:
+            raise BackwardError(f"{out.label} has shape {out.shape}, not one value, so backward needs a seed: the "
+                                f"gradient to start from, e.g. out.backward(seed=dev.ones({out.shape})), or reduce "
+                                f"it first with out.sum().")
+        return xp.ones_like(out.data)
+    data = seed.data if isinstance(seed, Tensor) else out.device.from_numpy(np.asarray(seed, dtype=np.float64))
+    if tuple(data.shape) != out.shape:
+        raise ShapeError(f"the seed for {out.label} has shape {tuple(data.shape)} but the output has shape "
+                         f"{out.shape}; give a seed of the output's shape")
+    return xp.astype(data, out.dtype)

@@ -1,0 +1,71 @@
+"""``check_grads``: compare tapekit's gradients with central finite differences in float64."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from .errors import TapekitError
+from .tensor import Tensor
+
+
+class GradientCheckError(TapekitError, AssertionError):
+    """Analytic and numerical gradients disagree."""
+
+
+@dataclass(frozen=True)
+class GradCheck:
+    """The worst mismatch between backward's gradient and finite differences."""
+
+    ok: bool
+    input: int
+    index: tuple[int, ...]
+    analytic: float
+    numeric: float
+    error: float
+
+    def __str__(self) -> str:
+        verdict = "gradients match" if self.ok else "GRADIENTS DIFFER"
+        return (f"{verdict}: worst at input {self.input}, index {self.index}: backward {self.analytic:.8g}, "
+                f"finite differences {self.numeric:.8g} (error {self.error:.3g})")
+
+
+def check_grads(f: Callable[..., Tensor], *inputs: Tensor, eps: float = 1e-6, atol: float = 1e-6,
+                rtol: float = 1e-5, raise_on_failure: bool = True) -> GradCheck:
+    """Check ``f``'s gradients at ``inputs`` against central finite differences, in float64.
+
+    The output is projected on fixed random weights, so any output shape works. Returns the worst
+    mismatch; raises ``GradientCheckError`` when it is beyond ``atol + rtol * |numeric|``.
+    """
+    from .tapes import UnionTape
+    from .backward import backward
+    device = inputs[0].device
+    points = [t.numpy().astype(np.float64) for t in inputs]
+    consts = [device.tensor(p, dtype="float64") for p in points]
+    tape = UnionTape()
+    out = f(*[c.trace(tape) for c in consts])
+    weights = np.random.default_rng(0).standard_normal(out.shape)
+    grads = backward([out], [device.tensor(weights, dtype="float64")])
+
+    def value(i: int, point: np.ndarray) -> float:
+        args = [device.tensor(point if j == i else p, dtype="float64") for j, p in enumerate(points)]
+        return float(np.sum(f(*args).numpy() * weights))
+
+    worst = GradCheck(True, 0, (), 0.0, 0.0, -1.0)
+    for i, (c, p) in enumerate(zip(consts, points)):
+        got = grads.get(c)
+        analytic = np.zeros_like(p) if got is None else device.to_numpy(got).astype(np.float64)
+        for index in np.ndindex(*p.shape):
+            up, down = p.copy(), p.copy()
+            up[index] += eps
+            down[index] -= eps
+            numeric = (value(i, up) - value(i, down)) / (2 * eps)
+            err = abs(analytic[index] - numeric)
+            bad = err > atol + rtol * abs(numeric)
+            if (bad and worst.ok) or (bad == (not worst.ok) and err > worst.error):
+                worst = GradCheck(not bad, i, tuple(int(k) for k in index), float(analytic[index]), numeric, err)
+    if not worst.ok and raise_on_failure:
+        raise GradientCheckError(str(worst))
+    return worst

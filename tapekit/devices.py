@@ -1,0 +1,266 @@
+"""Devices: where storage lives and which array namespace computes.
+
+A device owns an array namespace ``xp`` (numpy, CuPy, or ``array_api_strict``) and every op
+computes through it, so the same code runs on all of them. Random numbers always come from a
+seeded numpy generator, so one seed gives the same values on every device.
+"""
+
+from __future__ import annotations
+
+import types
+from typing import TYPE_CHECKING, Any, Sequence
+
+import numpy as np
+
+from .errors import DeviceUnavailableError, DTypeError, InvalidArgumentError
+
+if TYPE_CHECKING:
+    from .tensor import Tensor
+
+_FLOATS = ("float32", "float64")
+_DTYPES = ("float32", "float64", "float16", "int8", "int16", "int32", "int64",
+           "uint8", "uint16", "uint32", "uint64", "bool")
+
+
+def dtype_name(dtype: Any) -> str:
+    """``"float32"`` for any spelling of a dtype (numpy, CuPy, array_api_strict, a string)."""
+    if isinstance(dtype, str):
+        return dtype
+    try:
+        return np.dtype(dtype).name
+    except TypeError:
+        return str(dtype).rsplit(".", 1)[-1]
+
+
+def _itemsize(dtype: Any) -> int:
+    itemsize = getattr(dtype, "itemsize", None)
+    return itemsize if itemsize is not None else np.dtype(dtype_name(dtype)).itemsize
+
+
+def _shape(shape: int | Sequence[int]) -> tuple[int, ...]:
+    if isinstance(shape, (int, np.integer)):
+        return (int(shape),)
+    try:
+        return tuple(int(s) for s in shape)
+    except TypeError:
+        raise InvalidArgumentError(f"shape must be an int or a sequence of ints, got {shape!r}") from None
+
+
+class Device:
+    """Base class of devices. Subclasses set ``xp`` and the host transfers."""
+
+    xp: Any
+    kind: str = "device"
+
+    def __init__(self, seed: int = 0) -> None:
+        self.seed = seed
+        self.rng = np.random.default_rng(seed)
+        self.allocations = 0
+        self.allocated_bytes = 0
+
+    @property
+    def place(self) -> tuple:
+        """Where storage lives; tensors whose devices share a place can meet in one op."""
+        return (self.kind,)
+
+    # -- accounting ---------------------------------------------------------------------------
+    def count(self, array: Any) -> Any:
+        """Count one allocated array (an op result or a gradient buffer) and return it."""
+        self.allocations += 1
+        self.allocated_bytes += array.size * _itemsize(array.dtype)
+        return array
+
+    def reset_counters(self) -> None:
+        """Set the allocation counters back to zero."""
+        self.allocations = 0
+        self.allocated_bytes = 0
+
+    # -- dtypes and transfers -----------------------------------------------------------------
+    def dtype(self, spec: Any = None) -> Any:
+        """The namespace dtype for ``spec`` (a name, a numpy dtype, or a namespace dtype)."""
+        if spec is None:
+            return self.xp.float32
+        name = dtype_name(spec)
+        if name in ("float", "double"):
+            name = "float64"
+        if name not in _DTYPES:
+            raise DTypeError(f"unknown dtype {spec!r}; use one of {', '.join(_DTYPES)}")
+        return getattr(self.xp, name)
+
+    def from_numpy(self, array: np.ndarray) -> Any:
+        """Move a numpy array onto this device."""
+        return self.xp.asarray(array)
+
+    def to_numpy(self, array: Any) -> np.ndarray:
+        """Copy an array of this device to a numpy array on the host."""
+        return np.asarray(array)
+
+    def index_add(self, shape: tuple[int, ...], index: Any, values: Any) -> Any:
+        """A zero array of ``shape`` with ``values`` added at integer ``index`` along axis 0,
+        duplicates summed (the backward of ``t[index]``)."""
+        xp = self.xp
+        onehot = xp.astype(index[:, None] == xp.arange(shape[0], device=values.device)[None, :], values.dtype)
+        flat = xp.reshape(values, (index.shape[0], -1))
+        return xp.reshape(xp.matmul(xp.matrix_transpose(onehot), flat), shape)
+
+    # -- constructors -------------------------------------------------------------------------
+    def _wrap(self, array: Any, name: str | None) -> "Tensor":
+        from .tensor import Tensor
+        return Tensor(self.count(array), self, name=name)
+
+    def tensor(self, data: Any, dtype: Any = None, name: str | None = None) -> "Tensor":
+        """A tensor holding ``data`` (numbers, nested lists, a numpy array, a tensor).
+
+        Without ``dtype``, numbers and float arrays become float32; integer and bool arrays keep
+        their dtype (so labels stay integers).
+        """
+        from .tensor import Tensor
+        if isinstance(data, Tensor):
+            data = data.numpy()
+        host = np.asarray(data)
+        if dtype is None:
+            keep = host.dtype.kind in "iub" and not isinstance(data, (list, tuple, int, float))
+            dtype = str(host.dtype) if keep else "float32"
+        if host.dtype.kind not in "iubf":
+            raise DTypeError(f"cannot make a tensor from data of dtype {host.dtype}; pass numbers")
+        wanted = self.dtype(dtype)
+        return self._wrap(self.from_numpy(host.astype(dtype_name(wanted), copy=False)), name)
+
+    def zeros(self, shape: int | Sequence[int], dtype: Any = None, name: str | None = None) -> "Tensor":
+        return self._wrap(self.xp.zeros(_shape(shape), dtype=self.dtype(dtype), **self._placement()), name)
+
+    def ones(self, shape: int | Sequence[int], dtype: Any = None, name: str | None = None) -> "Tensor":
+        return self._wrap(self.xp.ones(_shape(shape), dtype=self.dtype(dtype), **self._placement()), name)
+
+    def full(self, shape: int | Sequence[int], value: float, dtype: Any = None,
+             name: str | None = None) -> "Tensor":
+        return self._wrap(self.xp.full(_shape(shape), value, dtype=self.dtype(dtype), **self._placement()), name)
+
+    def zeros_like(self, t: "Tensor", name: str | None = None) -> "Tensor":
+        return self.zeros(t.shape, dtype=t.dtype, name=name)
+
+    def randn(self, shape: int | Sequence[int], dtype: Any = None, name: str | None = None) -> "Tensor":
+        """Standard normal samples from this device's seeded generator."""
+        return self.tensor(self.rng.standard_normal(_shape(shape)), dtype=dtype, name=name)
+
+    def rand(self, shape: int | Sequence[int], dtype: Any = None, name: str | None = None) -> "Tensor":
+        """Uniform samples in [0, 1) from this device's seeded generator."""
+        return self.tensor(self.rng.random(_shape(shape)), dtype=dtype, name=name)
+
+    def _placement(self) -> dict[str, Any]:
+        return {}
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(seed={self.seed})"
+
+
+class Cpu(Device):
+    """CPU storage. ``backend="numpy"`` (default) computes with numpy; ``backend="strict"``
+    computes with ``array_api_strict``, which rejects anything outside the array API standard,
+    so tests on it prove that no op calls numpy directly (what would break CuPy).
+
+    ``where`` picks one of array_api_strict's simulated devices (``"CPU_DEVICE"``, ``"device1"``,
+    ``"device2"``), so tests can mix devices without a GPU.
+    """
+
+    kind = "cpu"
+
+    def __init__(self, seed: int = 0, backend: str = "numpy", where: str = "CPU_DEVICE") -> None:
+        super().__init__(seed)
+        if backend == "numpy":
+            self.xp = np
+            self._device = None
+        elif backend == "strict":
+            try:
+                import array_api_strict
+            except ImportError:
+                raise DeviceUnavailableError(
+                    "tk.Cpu(backend='strict') needs array_api_strict: pip install array-api-strict") from None
+            self.xp = array_api_strict
+            self._device = array_api_strict.Device(where)
+        else:
+            raise InvalidArgumentError(f"unknown backend {backend!r}; use 'numpy' or 'strict'")
+        self.backend = backend
+        self.where = where
+
+    @property
+    def place(self) -> tuple:
+        return ("cpu",) if self._device is None else ("strict", self.where)
+
+    def _placement(self) -> dict[str, Any]:
+        return {} if self._device is None else {"device": self._device}
+
+    def from_numpy(self, array: np.ndarray) -> Any:
+        if self._device is None:
+            return array
+        return self.xp.asarray(array, device=self._device)
+
+    def to_numpy(self, array: Any) -> np.ndarray:
+        if self._device is None:
+            return array
+        return np.from_dlpack(self.xp.to_device(array, self.xp.Device("CPU_DEVICE")))
+
+    def index_add(self, shape: tuple[int, ...], index: Any, values: Any) -> Any:
+        if self._device is not None:
+            return super().index_add(shape, index, values)
+        out = np.zeros(shape, dtype=values.dtype)
+        np.add.at(out, index, values)
+        return out
+
+    def __repr__(self) -> str:
+        extra = "" if self.backend == "numpy" else f", backend='strict', where={self.where!r}"
+        return f"Cpu(seed={self.seed}{extra})"
+
+
+def _cupy_namespace(cupy: Any) -> Any:
+    """CuPy's namespace with the array-API names tapekit uses that older CuPy lacks."""
+    extra = {
+        "concat": getattr(cupy, "concat", cupy.concatenate),
+        "permute_dims": getattr(cupy, "permute_dims", cupy.transpose),
+        "matrix_transpose": getattr(cupy, "matrix_transpose", lambda a: cupy.swapaxes(a, -1, -2)),
+        "astype": getattr(cupy, "astype", lambda a, dtype: a.astype(dtype)),
+    }
+    return types.SimpleNamespace(**{n: getattr(cupy, n) for n in dir(cupy) if not n.startswith("_")}, **extra)
+
+
+class Cuda(Device):
+    """NVIDIA GPU storage through CuPy (imported when the device is made)."""
+
+    kind = "cuda"
+
+    def __init__(self, device_id: int = 0, seed: int = 0) -> None:
+        super().__init__(seed)
+        try:
+            import cupy
+        except ImportError:
+            raise DeviceUnavailableError(
+                "tk.Cuda() needs CuPy: pip install 'tapekit[gpu]' on a machine with an NVIDIA GPU") from None
+        try:
+            if not cupy.cuda.is_available():
+                raise DeviceUnavailableError("tk.Cuda() found no usable NVIDIA GPU; use tk.Cpu()")
+            cupy.cuda.Device(device_id).use()
+        except cupy.cuda.runtime.CUDARuntimeError as err:
+            raise DeviceUnavailableError(f"tk.Cuda({device_id}) cannot use the GPU: {err}") from None
+        self.cupy = cupy
+        self.device_id = device_id
+        self.xp = _cupy_namespace(cupy)
+
+    @property
+    def place(self) -> tuple:
+        return ("cuda", self.device_id)
+
+    def from_numpy(self, array: np.ndarray) -> Any:
+        with self.cupy.cuda.Device(self.device_id):
+            return self.cupy.asarray(array)
+
+    def to_numpy(self, array: Any) -> np.ndarray:
+        return self.cupy.asnumpy(array)
+
+    def index_add(self, shape: tuple[int, ...], index: Any, values: Any) -> Any:
+        import cupyx
+        out = self.cupy.zeros(shape, dtype=values.dtype)
+        cupyx.scatter_add(out, index, values)
+        return out
+
+    def __repr__(self) -> str:
+        return f"Cuda(device_id={self.device_id}, seed={self.seed})"

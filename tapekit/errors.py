@@ -1,0 +1,77 @@
+"""One exception hierarchy: every error tapekit raises is a ``TapekitError``.
+
+Each message says what happened and what to do about it.
+"""
+
+from __future__ import annotations
+
+
+class TapekitError(Exception):
+    """Base class of every error raised by tapekit."""
+
+
+class ShapeError(TapekitError, ValueError):
+    """Operand shapes do not fit the op (broadcasting, matmul, reshape, seeds)."""
+
+
+class AxisError(TapekitError, ValueError):
+    """An axis argument is out of range or repeated."""
+
+
+class IndexingError(TapekitError, IndexError):
+    """An index is out of range or of a kind tapekit cannot differentiate."""
+
+
+class DeviceMismatchError(TapekitError, ValueError):
+    """Tensors on different devices met in one op."""
+
+
+class DeviceUnavailableError(TapekitError, RuntimeError):
+    """The requested device (CuPy, a GPU, array_api_strict) is not available here."""
+
+
+class DTypeError(TapekitError, TypeError):
+    """A dtype that the op cannot take (for example tracing an integer tensor)."""
+
+
+class InvalidArgumentError(TapekitError, ValueError):
+    """An argument has a value the call cannot use."""
+
+
+class TapeError(TapekitError):
+    """Base class of the errors about tapes."""
+
+
+class TapeMovedError(TapeError):
+    """A tensor's OwnedTape was moved into another op's output and cannot record again."""
+
+
+class TapeConsumedError(TapeError):
+    """The records a backward needs were consumed by an earlier backward."""
+
+
+class TapePolicyError(TapeError):
+    """Tapes of different policies met, or a policy cannot do what was asked."""
+
+
+class BackwardError(TapekitError, ValueError):
+    """``backward`` cannot start: a non-scalar output without a seed, no outputs, no tape."""
+
+
+class MissingGradientError(TapekitError, KeyError):
+    """A ``Gradients`` lookup found no entry; the message says why."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class UnusedParamsError(TapekitError):
+    """An optimizer update found parameters with no gradient (the others were updated)."""
+
+
+class ModelFileError(TapekitError, ValueError):
+    """A saved model file does not match the model (names, shapes) or is unsafe to load."""
+
+
+class IncompleteTapeWarning(UserWarning):
+    """A backward cannot see part of its output's history: some gradients will be missing."""

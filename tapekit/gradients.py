@@ -1,0 +1,138 @@
+"""``Gradients``: a map from tensor id to gradient array, with an optional leaf set."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Iterator
+
+from .errors import MissingGradientError
+from .ids import label
+
+
+def tensor_id(key: Any) -> int:
+    """The id behind a tensor or an int id."""
+    tid = getattr(key, "id", key)
+    if not isinstance(tid, int):
+        raise TypeError(f"Gradients are keyed by tensors or tensor ids, not {type(key).__name__}")
+    return tid
+
+
+class Gradients:
+    """Gradient arrays keyed by tensor id: ``grads[t]`` works for ``t`` and every traced handle
+    of it, since they share one id.
+
+    ``leaves`` (tensors or ids) is the set to keep: backward drops every other entry at its end.
+    A lookup that finds nothing raises ``MissingGradientError`` saying why the entry is missing.
+    """
+
+    __slots__ = ("_arrays", "_owned", "leaves", "_why", "_ran")
+
+    def __init__(self, leaves: Iterable[Any] | None = None) -> None:
+        self._arrays: dict[int, Any] = {}
+        self._owned: set[int] = set()  # entries whose arrays Gradients may update in place
+        self.leaves: frozenset[int] | None = None if leaves is None else frozenset(map(tensor_id, leaves))
+        self._why: dict[int, str] = {}
+        self._ran: str | None = None  # which backward filled these gradients, for messages
+
+    # -- mapping ----------------------------------------------------------------------------
+    def __getitem__(self, key: Any) -> Any:
+        tid = tensor_id(key)
+        try:
+            return self._arrays[tid]
+        except KeyError:
+            raise MissingGradientError(self.why_missing(tid)) from None
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        return self._arrays.get(tensor_id(key), default)
+
+    def __contains__(self, key: Any) -> bool:
+        return tensor_id(key) in self._arrays
+
+    def __len__(self) -> int:
+        return len(self._arrays)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._arrays)
+
+    def items(self) -> Iterator[tuple[int, Any]]:
+        return iter(self._arrays.items())
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.size * a.dtype.itemsize for a in self._arrays.values() if hasattr(a.dtype, "itemsize"))
+
+    # -- changes ----------------------------------------------------------------------------
+    def alloc(self, tensor: Any) -> Any:
+        """A zeroed buffer for ``tensor`` that backward accumulates into in place."""
+        buf = tensor.device.count(tensor.device.xp.zeros(tensor.shape, dtype=tensor.dtype,
+                                                          **tensor.device._placement()))
+        self._arrays[tensor.id] = buf
+        self._owned.add(tensor.id)
+        return buf
+
+    def zero_(self) -> "Gradients":
+        """Zero every entry in place (owned buffers) or replace it with zeros."""
+        for tid, arr in self._arrays.items():
+            if tid in self._owned:
+                arr[...] = 0
+            else:
+                self._arrays[tid] = arr * 0
+                self._owned.add(tid)
+        return self
+
+    def drop_non_leaves(self) -> "Gradients":
+        """Keep only the entries of the leaf set (no-op without one)."""
+        if self.leaves is not None:
+            for tid in [t for t in self._arrays if t not in self.leaves]:
+                del self._arrays[tid]
+                self._owned.discard(tid)
+        return self
+
+    def accumulate(self, tid: int, grad: Any, device: Any) -> None:
+        """Add ``grad`` to the entry of ``tid``: stored as is on first arrival (it may alias
+        another entry), summed into a new buffer on the second, in place after that."""
+        arrays = self._arrays
+        old = arrays.get(tid)
+        if old is None:
+            arrays[tid] = grad
+        elif tid in self._owned:
+            old += grad
+        else:
+            arrays[tid] = device.count(old + grad)
+            self._owned.add(tid)
+
+    def _absorb(self, other: "Gradients") -> None:
+        """Take ``other``'s entries (``other`` wins on equal ids) and unite the leaf sets."""
+        self._arrays.update(other._arrays)
+        self._owned.difference_update(other._arrays)
+        self._owned.update(other._owned)
+        self._why.update(other._why)
+        self.leaves = None if self.leaves is None or other.leaves is None else self.leaves | other.leaves
+        other._arrays, other._owned, other._why = {}, set(), {}
+
+    def _keep_left(self, left: "Gradients") -> None:
+        """Absorb ``left`` into this one with ``self`` (the right side) winning on equal ids."""
+        for tid, arr in left._arrays.items():
+            if tid not in self._arrays:
+                self._arrays[tid] = arr
+                if tid in left._owned:
+                    self._owned.add(tid)
+        self.leaves = None if self.leaves is None or left.leaves is None else self.leaves | left.leaves
+        left._arrays, left._owned, left._why = {}, set(), {}
+
+    # -- explanations -----------------------------------------------------------------------
+    def why_missing(self, tid: int) -> str:
+        """The reason ``tid`` has no entry, in words, with what to do."""
+        name = label(tid)
+        if tid in self._why:
+            return self._why[tid]
+        if self.leaves is not None and tid not in self.leaves:
+            return (f"{name} has no gradient: it is not in the leaf set of this backward, so its entry was "
+                    f"dropped at the end. Add it to leaves=[...], or trace without a leaf set to keep all.")
+        where = f" ({self._ran})" if self._ran else ""
+        return (f"{name} has no gradient: no op recorded on the tape this backward ran{where} took it as an "
+                f"operand. Trace it (x.trace()) or an input it meets, and check tk.explain(output).")
+
+    def __repr__(self) -> str:
+        leaves = "all" if self.leaves is None else "{" + ", ".join(label(t) for t in sorted(self.leaves)) + "}"
+        entries = ", ".join(f"{label(t)}: {tuple(a.shape)}" for t, a in self._arrays.items())
+        return f"Gradients({len(self)} entries, leaves={leaves}{'; ' + entries if entries else ''})"

@@ -1,0 +1,95 @@
+"""An output's history (the records it depends on, wherever they live) and what a backward that
+runs only some tapes can see of it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+from .ids import label
+from .tapes.base import Record, Tape
+
+
+def history(outputs: Sequence[Any]) -> list[Record]:
+    """Every record the outputs depend on, newest first (iterative: deep chains are fine)."""
+    seen: dict[int, Record] = {}
+    stack = [o._record for o in outputs if o._record is not None]
+    while stack:
+        rec = stack.pop()
+        if rec is None or rec.id in seen:
+            continue
+        seen[rec.id] = rec
+        stack.extend(rec.parents)
+    return sorted(seen.values(), key=lambda r: r.id, reverse=True)
+
+
+def home_of(rec: Record) -> Tape | None:
+    """The tape that holds ``rec`` now (``None`` once consumed or its tape is gone)."""
+    if rec.home is None:
+        return None
+    tape = rec.home()
+    return None if tape is None else tape._store()
+
+
+def where(rec: Record) -> str:
+    """Where a record is, in words: its tape's label, or what happened to it."""
+    tape = home_of(rec)
+    if tape is not None:
+        return tape.label
+    return f"consumed by {rec.consumed_by}" if rec.consumed_by else "dropped with its tape"
+
+
+def holder_hint(tape: Tape) -> str:
+    records = tape.records
+    return f", held by {label(records[-1].out)}" if records else ""
+
+
+@dataclass
+class Coverage:
+    """What a backward over ``stores`` sees of the outputs' history."""
+
+    records: list[Record]
+    hidden: list[Record] = field(default_factory=list)  # in the history, not on the tapes run
+    missed: dict[int, str] = field(default_factory=dict)  # tensor id -> why its gradient is missing
+
+    @property
+    def complete(self) -> bool:
+        return not self.hidden
+
+    def summary(self, outs: str) -> str:
+        places = sorted({where(r) for r in self.hidden})
+        names = ", ".join(label(t) for t in sorted(self.missed)) or "none"
+        return (f"backward on {outs} cannot see {len(self.hidden)} of the {len(self.records)} records in its "
+                f"history (they are {'; '.join(places)}): gradients of {names} will be missing. Run "
+                f"tk.backward([...]) over all outputs at once, or use tk.UnionTape() so merged tapes stay one.")
+
+
+def coverage(outputs: Sequence[Any], stores: Iterable[Tape]) -> Coverage:
+    """Which records of the outputs' history the tapes ``stores`` hold, and which tensors lose
+    their gradient because a record on the way to them is elsewhere."""
+    stores = set(stores)
+    records = history(outputs)
+    hidden = {r.id for r in records if home_of(r) not in stores}
+    cov = Coverage(records, [r for r in records if r.id in hidden])
+    blocked: dict[int, Record | None] = {o.id: None for o in outputs}  # tensor id -> first hidden record
+    for rec in records:  # newest first: every consumer of a tensor comes before its producer
+        if rec.out not in blocked:
+            continue
+        block = blocked[rec.out] or (rec if rec.id in hidden else None)
+        for tid in rec.inputs:
+            if tid is not None and (tid not in blocked or (blocked[tid] is not None and block is None)):
+                blocked[tid] = block
+    cov.missed = {tid: _why(tid, rec) for tid, rec in blocked.items() if rec is not None}
+    return cov
+
+
+def _why(tid: int, rec: Record) -> str:
+    tape = home_of(rec)
+    if tape is not None:
+        place = f"lives on {type(tape).__name__} {tape.label}{holder_hint(tape)}, which this backward does not run"
+    elif rec.consumed_by:
+        place = f"was consumed by an earlier {rec.consumed_by}"
+    else:
+        place = "was dropped with its tape"
+    return (f"{label(tid)} has no gradient: the record `{rec.line()}` on its way to the output {place}. "
+            f"Run tk.backward([...]) over all outputs at once, or use tk.UnionTape() so merged tapes stay one.")

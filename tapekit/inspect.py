@@ -1,0 +1,114 @@
+"""Inspection that explains: which tapes exist behind some tensors, and what a backward on an
+output will see of its history."""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+from typing import Any
+
+from .history import Coverage, coverage, home_of, where
+from .ids import label
+from .tapes.base import Tape
+from .tensor import Tensor
+
+
+@dataclass(frozen=True)
+class TapeInfo:
+    """One live tape: its label and policy, and what it holds right now."""
+
+    label: str
+    policy: str
+    records: int
+    grad_entries: int
+    nbytes: int
+    leaves: str
+    tape: Tape
+
+    def row(self) -> tuple[str, ...]:
+        return (self.label, self.policy, str(self.records), str(self.grad_entries), f"{self.nbytes:,}", self.leaves)
+
+
+class TapeTable(list):
+    """A list of ``TapeInfo`` that prints as a table (and as HTML in Jupyter)."""
+
+    header = ("tape", "policy", "records", "grad entries", "bytes", "leaves")
+
+    def __str__(self) -> str:
+        rows = [self.header] + [info.row() for info in self]
+        widths = [max(len(r[i]) for r in rows) for i in range(len(self.header))]
+        return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
+
+    __repr__ = __str__
+
+    def _repr_html_(self) -> str:
+        head = "".join(f"<th>{h}</th>" for h in self.header)
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in info.row()) + "</tr>" for info in self)
+        return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def tapes(*tensors: Tensor) -> TapeTable:
+    """The distinct live tapes behind ``tensors``: those they carry and those holding records of
+    their history, in order of first appearance."""
+    found: dict[int, Tape] = {}
+    from .history import history
+    for t in tensors:
+        if t._tape is not None and t._tape._spent is None:
+            tape = t._tape._store()
+            found.setdefault(id(tape), tape)
+        for rec in reversed(history([t])):
+            tape = home_of(rec)
+            if tape is not None:
+                found.setdefault(id(tape), tape)
+    return TapeTable(TapeInfo(tape.label, tape.policy, len(tape), len(tape.grads), tape.nbytes,
+                              tape._leaves_text(), tape) for tape in found.values())
+
+
+@dataclass
+class Explanation:
+    """What a backward on ``output`` will see: its history record by record, where each lives,
+    and the gradients it will miss, with why."""
+
+    output: Tensor
+    tape: str
+    coverage: Coverage
+
+    @property
+    def complete(self) -> bool:
+        return self.coverage.complete
+
+    @property
+    def missing(self) -> dict[str, str]:
+        return {label(tid): why for tid, why in sorted(self.coverage.missed.items())}
+
+    def __str__(self) -> str:
+        cov = self.coverage
+        lines = [f"{self.output.label} carries {self.tape}; its history has {len(cov.records)} records:"]
+        hidden = {r.id for r in cov.hidden}
+        for rec in reversed(cov.records):
+            mark = "  missed" if rec.id in hidden else "  seen  "
+            lines.append(f"{mark} {rec.line()}   [{where(rec)}]")
+        if cov.complete:
+            lines.append("A backward on it sees its whole history: every gradient it depends on will be there.")
+        else:
+            lines.append(f"A backward on it will miss {len(hidden)} records; missing gradients:")
+            lines += [f"  - {why}" for why in self.missing.values()]
+        return "\n".join(lines)
+
+    __repr__ = __str__
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(str(self))
+
+
+def explain(output: Tensor) -> Explanation:
+    """Which records ``output`` depends on, on which tape each lives, and which gradients a
+    backward on it will miss and why."""
+    tape = output._tape
+    if tape is None or tape._spent is not None:
+        stores: set = set()
+        text = "no tape" if tape is None else f"a spent tape ({tape._spent})"
+    else:
+        stores = {tape._store()}
+        text = f"{type(tape).__name__} {tape.label}"
+    return Explanation(output, text, coverage([output], stores))

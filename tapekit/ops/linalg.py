@@ -1,0 +1,39 @@
+"""Matrix multiplication with numpy's rules: vectors promoted, batch axes broadcast."""
+
+from __future__ import annotations
+
+from ..errors import ShapeError
+from ..tensor import Tensor
+from .core import broadcast_shape, check_devices, emit, unbroadcast
+
+
+def matmul(a: Tensor, b: Tensor) -> Tensor:
+    """``a @ b``. A 1-D operand is a row (left) or a column (right); leading axes broadcast."""
+    if not isinstance(a, Tensor) or not isinstance(b, Tensor):
+        raise TypeError("matmul takes two tensors; multiply by a number with *")
+    check_devices((a, b), "matmul")
+    x, y = a.data, b.data
+    if x.ndim == 0 or y.ndim == 0:
+        raise ShapeError(f"matmul: operands need at least 1 dimension, got {x.shape} @ {y.shape}; use * for scalars")
+    inner = y.shape[-2] if y.ndim > 1 else y.shape[0]
+    if x.shape[-1] != inner:
+        raise ShapeError(f"matmul: {x.shape} @ {y.shape}: the last axis of the left ({x.shape[-1]}) must match "
+                         f"the {'second-to-last' if y.ndim > 1 else 'only'} axis of the right ({inner})")
+    broadcast_shape(x.shape[:-2], y.shape[:-2], "matmul (batch axes)")
+    xp = a.device.xp
+    out = xp.matmul(x, y)
+    x2 = x if x.ndim > 1 else xp.reshape(x, (1, x.shape[0]))
+    y2 = y if y.ndim > 1 else xp.reshape(y, (y.shape[0], 1))
+    shape2 = list(out.shape) + ([1] if y.ndim == 1 else [])
+    if x.ndim == 1:
+        shape2.insert(len(shape2) - 1, 1)
+
+    def grad_x(g):
+        g2 = xp.reshape(g, tuple(shape2))
+        return xp.reshape(unbroadcast(xp, xp.matmul(g2, xp.matrix_transpose(y2)), x2.shape), x.shape)
+
+    def grad_y(g):
+        g2 = xp.reshape(g, tuple(shape2))
+        return xp.reshape(unbroadcast(xp, xp.matmul(xp.matrix_transpose(x2), g2), y2.shape), y.shape)
+
+    return emit("matmul", out, (a, b), (grad_x, grad_y), a.device)

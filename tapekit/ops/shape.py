@@ -1,0 +1,178 @@
+"""Ops that move values around: reshape, axes, broadcasting, joining, selecting, indexing."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..errors import DTypeError, IndexingError, ShapeError
+from ..ids import label
+from ..tensor import Tensor
+from .core import broadcast_shape, check_devices, emit, normalize_axes, unary, unbroadcast
+
+
+def _target_shape(old: tuple[int, ...], new: Sequence[int]) -> tuple[int, ...]:
+    new = tuple(int(n) for n in new)
+    known = math.prod(n for n in new if n != -1)
+    if new.count(-1) > 1 or (-1 in new and (known == 0 or math.prod(old) % known)) or \
+            (-1 not in new and known != math.prod(old)) or any(n < -1 for n in new):
+        raise ShapeError(f"reshape: cannot reshape {old} ({math.prod(old)} values) to {new}; "
+                         f"the sizes must match (one -1 may stand for the rest)")
+    return tuple(math.prod(old) // known if n == -1 else n for n in new)
+
+
+@unary
+def reshape(xp, x, *shape):
+    if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
+        shape = tuple(shape[0])
+    target = _target_shape(x.shape, shape)
+    return xp.reshape(x, target), lambda g: xp.reshape(g, x.shape)
+
+
+@unary
+def permute(xp, x, *axes):
+    if len(axes) == 1 and not isinstance(axes[0], (int, np.integer)):
+        axes = tuple(axes[0])
+    order = normalize_axes(axes, x.ndim, "permute")
+    if len(axes) != x.ndim:
+        raise ShapeError(f"permute: give all {x.ndim} axes in their new order, got {axes}")
+    axes = tuple(int(a) % x.ndim for a in axes)
+    inverse = tuple(axes.index(i) for i in order)
+    return xp.permute_dims(x, axes), lambda g: xp.permute_dims(g, inverse)
+
+
+def transpose(t: Tensor, axis1: int = -2, axis2: int = -1) -> Tensor:
+    """Swap two axes (the last two by default)."""
+    axes = list(range(t.ndim))
+    a, b = normalize_axes(axis1, t.ndim, "transpose")[0], normalize_axes(axis2, t.ndim, "transpose")[0]
+    axes[a], axes[b] = axes[b], axes[a]
+    return permute(t, axes)
+
+
+def broadcast_to(t: Tensor, shape: Sequence[int]) -> Tensor:
+    shape = tuple(int(n) for n in shape)
+    if broadcast_shape(t.shape, shape, "broadcast_to") != shape:
+        raise ShapeError(f"broadcast_to: {t.shape} cannot be broadcast to {shape}")
+    xp = t.device.xp
+    return emit("broadcast_to", xp.broadcast_to(t.data, shape), (t,), (lambda g: g,), t.device)
+
+
+def concat(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
+    """Join tensors along an existing axis."""
+    tensors = _tensors(tensors, "concat")
+    first = tensors[0]
+    (ax,) = normalize_axes(axis, first.ndim, "concat")
+    for t in tensors[1:]:
+        if t.ndim != first.ndim or any(m != n for i, (m, n) in enumerate(zip(t.shape, first.shape)) if i != ax):
+            raise ShapeError(f"concat: {label(t.id)} has shape {t.shape} but {label(first.id)} has {first.shape}; "
+                             f"all shapes must match except along axis {ax}")
+    xp = first.device.xp
+    bounds = np.cumsum([0] + [t.shape[ax] for t in tensors])
+
+    def piece(lo: int, hi: int):
+        index = tuple(slice(lo, hi) if i == ax else slice(None) for i in range(first.ndim))
+        return lambda g: g[index]
+
+    out = xp.concat([t.data for t in tensors], axis=ax)
+    return emit("concat", out, tensors, [piece(int(lo), int(hi)) for lo, hi in zip(bounds[:-1], bounds[1:])],
+                first.device)
+
+
+def stack(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
+    """Join tensors of one shape along a new axis."""
+    tensors = _tensors(tensors, "stack")
+    first = tensors[0]
+    for t in tensors[1:]:
+        if t.shape != first.shape:
+            raise ShapeError(f"stack: {label(t.id)} has shape {t.shape} but {label(first.id)} has {first.shape}; "
+                             f"stacked tensors must have one shape")
+    (ax,) = normalize_axes(axis, first.ndim + 1, "stack")
+    xp = first.device.xp
+
+    def piece(i: int):
+        index = tuple(i if d == ax else slice(None) for d in range(first.ndim + 1))
+        return lambda g: g[index]
+
+    out = xp.stack([t.data for t in tensors], axis=ax)
+    return emit("stack", out, tensors, [piece(i) for i in range(len(tensors))], first.device)
+
+
+def where(condition: Any, a: Any, b: Any) -> Tensor:
+    """``a`` where ``condition`` holds, else ``b``; ``a`` and ``b`` may be numbers."""
+    tensors = [t for t in (a, b) if isinstance(t, Tensor)]
+    if not tensors:
+        raise TypeError("where needs at least one tensor among its two value operands")
+    device = tensors[0].device
+    xp = device.xp
+    cond = condition.data if isinstance(condition, Tensor) else device.from_numpy(np.asarray(condition))
+    if isinstance(condition, Tensor):
+        check_devices([condition, *tensors], "where")
+    check_devices(tensors, "where")
+    if str(cond.dtype).rsplit(".", 1)[-1] != "bool":
+        raise DTypeError(f"where: the condition must be boolean, got {cond.dtype}; compare first (t > 0)")
+    shapes = [cond.shape] + [t.shape for t in tensors]
+    target = shapes[0]
+    for s in shapes[1:]:
+        target = broadcast_shape(target, s, "where")
+    x = a.data if isinstance(a, Tensor) else a
+    y = b.data if isinstance(b, Tensor) else b
+    dtype = tensors[0].dtype
+    x = x if isinstance(a, Tensor) else xp.full(target, x, dtype=dtype, **device._placement())
+    y = y if isinstance(b, Tensor) else xp.full(target, y, dtype=dtype, **device._placement())
+    out = xp.where(cond, x, y)
+    return emit("where", out, (a, b), (lambda g: xp.where(cond, g, xp.zeros_like(g)),
+                                       lambda g: xp.where(cond, xp.zeros_like(g), g)), device)
+
+
+def getitem(t: Tensor, key: Any) -> Tensor:
+    """``t[key]``: basic indexing (ints, slices, ``None``, ``...``) or an integer array along axis 0,
+    whose backward adds the gradients of repeated indices."""
+    xp, device = t.device.xp, t.device
+    index = _integer_index(key, t)
+    if index is not None:
+        out = xp.take(t.data, index, axis=0)
+        return emit("index", out, (t,), (lambda g: device.index_add(t.shape, index, g),), device)
+    try:
+        out = t.data[key]
+    except (IndexError, ValueError, TypeError) as err:
+        raise IndexingError(f"t[{key!r}] is not a valid index for shape {t.shape}: {err}. Use ints, slices, "
+                            f"None and ..., or one integer array along axis 0.") from None
+    shape = t.shape
+
+    def rule(g):
+        full = xp.zeros(shape, dtype=g.dtype, **device._placement())
+        full[key] = g
+        return full
+
+    return emit("index", out, (t,), (rule,), device)
+
+
+def _integer_index(key: Any, t: Tensor) -> Any:
+    """The key as a device integer array when it is one (a tensor, array or list of ints)."""
+    if isinstance(key, Tensor):
+        host = key.numpy()
+    elif isinstance(key, (list, np.ndarray)):
+        host = np.asarray(key)
+    else:
+        return None
+    if host.dtype.kind == "b":
+        raise IndexingError("boolean mask indexing is not differentiable here; use tk.where(mask, t, 0) instead")
+    if host.dtype.kind not in "iu" or host.ndim != 1:
+        raise IndexingError(f"an index array must be 1-D integers, got dtype {host.dtype} and shape {host.shape}")
+    if t.ndim == 0:
+        raise IndexingError("a 0-d tensor cannot be indexed by an array")
+    n = t.shape[0]
+    if host.size and (host.min() < -n or host.max() >= n):
+        raise IndexingError(f"index array holds values from {host.min()} to {host.max()}, outside axis 0 of "
+                            f"size {n} (valid: {-n} to {n - 1})")
+    return t.device.from_numpy(np.where(host < 0, host + n, host).astype(np.int64))
+
+
+def _tensors(tensors: Sequence[Any], op: str) -> list[Tensor]:
+    tensors = list(tensors)
+    if not tensors or not all(isinstance(t, Tensor) for t in tensors):
+        raise TypeError(f"{op} takes a non-empty sequence of tensors")
+    check_devices(tensors, op)
+    return tensors

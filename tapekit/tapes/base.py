@@ -1,0 +1,227 @@
+"""What every tape policy shares: the record of one op, the tape interface, and spent handles.
+
+A policy is a ``Tape`` subclass that decides three things: how two tapes merge when their
+tensors meet in an op (``_merge``), what ``clone()``/``retaped()`` give (``_shared``/``_fresh``),
+and what is left after a backward (``_after_backward``). Nothing outside ``tapes/`` asks which
+policy it holds.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import weakref
+from typing import Any, Callable, Iterable, Sequence
+
+from ..errors import TapeConsumedError, TapeMovedError
+from ..gradients import Gradients
+from ..ids import label
+
+LOCK = threading.RLock()  # guards every change to a tape that several holders share
+_labels = itertools.count()
+
+
+class Record:
+    """One recorded op: its id, name, operand ids and shapes, output, and backward rules.
+
+    ``rules[i]`` maps the output's gradient to operand ``i``'s (``None`` for constants).
+    ``parents`` are the records that made the operands, so an output's history can be walked
+    whichever tape holds it. ``home`` is a weak reference to the tape that holds the record,
+    ``None`` once a backward consumed it (then ``consumed_by`` says which).
+    """
+
+    __slots__ = ("id", "name", "inputs", "shapes", "out", "out_shape", "dtype", "rules", "parents",
+                 "home", "consumed_by")
+
+    def __init__(self, rid: int, name: str, inputs: tuple, shapes: tuple, out: int, out_shape: tuple,
+                 dtype: Any, rules: Sequence[Callable | None], parents: tuple) -> None:
+        self.id = rid
+        self.name = name
+        self.inputs = inputs
+        self.shapes = shapes
+        self.out = out
+        self.out_shape = out_shape
+        self.dtype = dtype
+        self.rules = rules
+        self.parents = parents
+        self.home: weakref.ref | None = None
+        self.consumed_by: str | None = None
+
+    @property
+    def saved_bytes(self) -> int:
+        """Bytes of the arrays this record's backward rules keep alive."""
+        seen: dict[int, Any] = {}
+        for rule in self.rules or ():
+            for cell in getattr(rule, "__closure__", None) or ():
+                try:
+                    value = cell.cell_contents
+                except ValueError:
+                    continue
+                if hasattr(value, "shape") and hasattr(value, "dtype") and hasattr(value.dtype, "itemsize"):
+                    seen[id(value)] = value
+        return sum(v.size * v.dtype.itemsize for v in seen.values())
+
+    def line(self) -> str:
+        """One line of the recorded program: ``#12 mul(x (3,), #4 (3,)) -> #13 (3,)``."""
+        args = ", ".join(f"{label(i)} {tuple(s)}" if i is not None else "const"
+                         for i, s in zip(self.inputs, self.shapes))
+        return f"#{self.id} {self.name}({args}) -> {label(self.out)} {tuple(self.out_shape)}"
+
+    def __repr__(self) -> str:
+        return f"Record({self.line()})"
+
+
+class Tape:
+    """Base class of the recording policies. Make one with ``grads`` (a ``Gradients`` to record
+    into, e.g. from ``model.alloc_grads()``) and/or ``leaves`` (the tensors whose gradients to keep).
+    """
+
+    policy = "tape"
+    moves = False  # True when an op takes its operands' tapes away from them (OwnedTape)
+    allows_partial = False  # True: a backward that cannot see all its history warns instead of raising
+    __slots__ = ("_records", "_grads", "_label", "_ref", "_spent", "__weakref__")
+
+    def __init__(self, grads: Gradients | None = None, leaves: Iterable[Any] | None = None) -> None:
+        if grads is None:
+            grads = Gradients(leaves=leaves)
+        elif leaves is not None:
+            grads.leaves = Gradients(leaves=leaves).leaves
+        self._records: list[Record] = []
+        self._grads = grads
+        self._label: str | None = None
+        self._ref = weakref.ref(self)
+        self._spent: Exception | None = None  # set once this object can no longer record
+
+    # -- the interface the ops and backward use ----------------------------------------------
+    def _store(self) -> "Tape":
+        """The object that holds the records (itself, except for merged UnionTapes)."""
+        return self
+
+    def _record(self, rec: Record) -> None:
+        store = self._store()
+        rec.home = store._ref
+        store._records.append(rec)
+
+    def _merge(self, other: "Tape", op: str) -> "Tape":
+        """The tape of an op's output when this tape (left) meets ``other`` (right)."""
+        raise NotImplementedError
+
+    def _shared(self) -> "Tape":
+        """What ``clone()`` of a tensor holding this tape carries."""
+        return self
+
+    def _fresh(self) -> "Tape":
+        """What ``retaped()`` carries: a new empty tape of the same policy and leaf set."""
+        return type(self)(leaves=self._store()._grads.leaves)
+
+    def _take(self, retain: bool) -> tuple[list[Record], Gradients]:
+        """The records, oldest first, and the gradients for a backward; drained unless ``retain``."""
+        store = self._store()
+        with LOCK:
+            records = store._records
+            grads = store._grads
+            store._grads = Gradients(leaves=grads.leaves if retain else None)
+            if not retain:
+                store._records = []
+        return sorted(records, key=_by_id), grads
+
+    def _after_backward(self, outputs: Sequence[Any], by: str) -> None:
+        """Leave the tape as the policy says after a backward without ``retain``."""
+
+    def _absorb(self, other: "Tape") -> None:
+        """Move ``other``'s records, gradient entries and leaf set into this tape."""
+        if other._records:
+            ref = self._ref
+            for rec in other._records:
+                rec.home = ref
+            self._records.extend(other._records)
+            other._records = []
+        self._grads._absorb(other._grads)
+
+    # -- inspection ---------------------------------------------------------------------------
+    @property
+    def label(self) -> str:
+        """A short label (``T0``, ``T1``, ...) given the first time a tape is looked at."""
+        store = self._store()
+        if store._label is None:
+            store._label = f"T{next(_labels)}"
+        return store._label
+
+    @property
+    def records(self) -> tuple[Record, ...]:
+        return tuple(sorted(self._store()._records, key=_by_id))
+
+    @property
+    def grads(self) -> Gradients:
+        return self._store()._grads
+
+    @property
+    def leaves(self) -> frozenset[int] | None:
+        return self._store()._grads.leaves
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes this tape keeps alive: saved arrays of its records plus its gradient entries."""
+        store = self._store()
+        return sum(r.saved_bytes for r in store._records) + store._grads.nbytes
+
+    def __len__(self) -> int:
+        return len(self._store()._records)
+
+    def _leaves_text(self) -> str:
+        leaves = self.leaves
+        return "all" if leaves is None else "{" + ", ".join(label(t) for t in sorted(leaves)) + "}"
+
+    def __repr__(self) -> str:
+        if self._spent is not None:
+            return f"<{type(self).__name__}: {self._spent}>"
+        return (f"<{type(self).__name__} {self.label}: {len(self)} records, "
+                f"{len(self.grads)} gradient entries, leaves={self._leaves_text()}>")
+
+    def __str__(self) -> str:
+        if self._spent is not None:
+            return repr(self)
+        lines = [f"{type(self).__name__} {self.label} ({len(self)} records, leaves={self._leaves_text()})"]
+        lines += ["  " + rec.line() for rec in self.records]
+        return "\n".join(lines)
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(str(self))
+
+
+def _by_id(rec: Record) -> int:
+    return rec.id
+
+
+class SpentTape(Tape):
+    """What a tensor carries after its tape was moved away or consumed: using it raises."""
+
+    policy = "spent"
+    __slots__ = ()
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__()
+        self._spent = error
+
+    def _store(self) -> "Tape":
+        raise_spent(self)
+        return self
+
+
+def raise_spent(tape: Tape) -> None:
+    """Raise a fresh copy of the error a spent tape stands for."""
+    err = tape._spent
+    raise type(err)(*err.args)
+
+
+def moved_error(who: str, op: str, into: str) -> TapeMovedError:
+    return TapeMovedError(
+        f"{who}'s OwnedTape was moved into the output of op {op}{into}: an OwnedTape has one owner, "
+        f"and the op took it. Use the op's output instead, call .retaped() before the op for a second "
+        f"branch, or share one tape with ArcTape or UnionTape.")
+
+
+def consumed_error(who: str, by: str) -> TapeConsumedError:
+    return TapeConsumedError(
+        f"{who}'s tape was consumed by {by}. Call backward(retain=True) to keep the records for "
+        f"another backward, or run tk.backward([...]) over all outputs at once.")

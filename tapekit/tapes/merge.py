@@ -1,0 +1,47 @@
+"""Which tape an op's output gets: validate its operands' tapes, then merge them left to right."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from ..errors import TapePolicyError
+from ..ids import label
+from .base import Tape, raise_spent
+from .global_ import GlobalTape, active_global
+
+
+def operand_tapes(inputs: Sequence[Any], op: str) -> list[Tape]:
+    """The tapes an op will merge, checked: none spent, one policy. Changes nothing."""
+    tapes: list[Tape] = []
+    holders: list[Any] = []
+    for t in inputs:
+        tape = getattr(t, "_tape", None)
+        if tape is not None:
+            if tape._spent is not None:
+                raise_spent(tape)
+            tapes.append(tape)
+            holders.append(t)
+    active = active_global()
+    if active is not None:
+        for t, tape in zip(holders, tapes):
+            if not isinstance(tape, GlobalTape):
+                raise TapePolicyError(
+                    f"op {op} runs inside a GlobalTape block, but {label(t.id)} carries a "
+                    f"{type(tape).__name__}: one op cannot mix tape policies. Use {label(t.id)}.detach() "
+                    f"inside the block, or run the op outside it.")
+        return [active]
+    for t, tape in zip(holders[1:], tapes[1:]):
+        if type(tape) is not type(tapes[0]):
+            raise TapePolicyError(
+                f"op {op}: {label(holders[0].id)} carries a {type(tapes[0]).__name__} and {label(t.id)} a "
+                f"{type(tape).__name__}; one op cannot mix tape policies. Trace both with the same policy.")
+    return tapes
+
+
+def merge_tapes(tapes: Sequence[Tape], op: str) -> Tape:
+    """Merge validated tapes left to right; the result is the output's tape."""
+    tape = tapes[0]
+    for other in tapes[1:]:
+        if other is not tape:
+            tape = tape._merge(other, op)
+    return tape

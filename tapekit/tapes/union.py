@@ -1,0 +1,83 @@
+"""``UnionTape``: merged tapes become one tape for every holder, past and future (union-find)."""
+
+from __future__ import annotations
+
+from .arc import SharedTape
+from .base import LOCK, Record, Tape, _by_id
+from ..gradients import Gradients
+
+
+class UnionTape(SharedTape):
+    """The fix asked of dfdx: when two UnionTapes meet, both become one tape for every tensor that
+    holds either. Union by size with path compression; the merged record lists are linked, not
+    copied or sorted, so a merge costs near O(1) whatever the tapes hold."""
+
+    policy = "union"
+    __slots__ = ("_parent", "_size", "_others")
+
+    def __init__(self, grads: Gradients | None = None, leaves=None) -> None:
+        super().__init__(grads, leaves)
+        self._parent: UnionTape = self
+        self._size = 1
+        self._others: list[list[Record]] = []  # record lists of the tapes merged into this root
+
+    def _store(self) -> "UnionTape":
+        root = self
+        while root._parent is not root:
+            root = root._parent
+        node = self
+        while node._parent is not root:  # path compression
+            node._parent, node = root, node._parent
+        return root
+
+    def _merge(self, other: Tape, op: str) -> Tape:
+        with LOCK:
+            left, right = self._store(), other._store()
+            if left is right:
+                return left
+            big, small = (left, right) if left._size >= right._size else (right, left)
+            small._parent = big
+            big._size += small._size
+            big._others.append(small._records)
+            big._others.extend(small._others)
+            small._records, small._others = [], []
+            if small is right:
+                big._grads._absorb(small._grads)
+            else:
+                big._grads._keep_left(small._grads)
+            if big._label is None:
+                big._label = small._label
+            return big
+
+    def _all_records(self) -> list[Record]:
+        root = self._store()
+        records = list(root._records)
+        for chunk in root._others:
+            records.extend(chunk)
+        return records
+
+    @property
+    def records(self) -> tuple[Record, ...]:
+        return tuple(sorted(self._all_records(), key=_by_id))
+
+    def __len__(self) -> int:
+        root = self._store()
+        return len(root._records) + sum(map(len, root._others))
+
+    @property
+    def nbytes(self) -> int:
+        return sum(r.saved_bytes for r in self._all_records()) + self.grads.nbytes
+
+    def _take(self, retain: bool) -> tuple[list[Record], Gradients]:
+        with LOCK:
+            records = self._all_records()
+            root = self._store()
+            grads = root._grads
+            root._grads = Gradients(leaves=grads.leaves if retain else None)
+            if not retain:
+                root._records, root._others = [], []
+        records.sort(key=_by_id)  # timsort: linear in the already-sorted runs the merges linked
+        return records, grads
+
+    def _fresh(self) -> Tape:
+        return UnionTape(leaves=self.leaves)

@@ -1,0 +1,323 @@
+"""``Tensor``: storage on a device, a global id, an optional name, and a tape handle.
+
+Tensors never change after they are made. ``x.trace(tape)`` gives another handle to the same
+tensor (same id, same storage) that carries ``tape``; every operator is an op (``tapekit.ops``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
+
+import numpy as np
+
+from .errors import DTypeError, TapePolicyError
+from .ids import label, next_id, set_name
+
+if TYPE_CHECKING:
+    from .gradients import Gradients
+    from .tapes.base import Record, Tape
+
+
+class Tensor:
+    """An immutable array on a device, with an id shared by all its traced handles."""
+
+    __slots__ = ("id", "data", "device", "_tape", "_record", "__weakref__")
+    __array_priority__ = 1000  # numpy defers to our operators: ndarray + Tensor is a Tensor
+
+    def __init__(self, data: Any, device: Any, tape: "Tape | None" = None, name: str | None = None) -> None:
+        self.id = next_id()
+        self.data = data
+        self.device = device
+        self._tape = tape
+        self._record: Record | None = None
+        if name is not None:
+            set_name(self.id, name)
+
+    def _handle(self, tape: "Tape | None") -> "Tensor":
+        """Another handle to this tensor (same id and storage) carrying ``tape``."""
+        t = Tensor.__new__(Tensor)
+        t.id, t.data, t.device, t._tape, t._record = self.id, self.data, self.device, tape, self._record
+        return t
+
+    # -- description ------------------------------------------------------------------------
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.data.shape)
+
+    @property
+    def dtype(self) -> Any:
+        return self.data.dtype
+
+    @property
+    def ndim(self) -> int:
+        return self.data.ndim
+
+    @property
+    def size(self) -> int:
+        return int(self.data.size)
+
+    @property
+    def name(self) -> str | None:
+        text = label(self.id)
+        return None if text.startswith("#") else text
+
+    @name.setter
+    def name(self, value: str) -> None:
+        set_name(self.id, value)
+
+    @property
+    def label(self) -> str:
+        """The name, or ``#id`` when unnamed."""
+        return label(self.id)
+
+    @property
+    def tape(self) -> "Tape | None":
+        """The tape this handle carries (``None``: no tape, inference)."""
+        return self._tape
+
+    def __len__(self) -> int:
+        if self.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    def __repr__(self) -> str:
+        values = np.array2string(self.numpy(), precision=4, separator=", ", threshold=20)
+        tape = "no tape" if self._tape is None else repr(self._tape).strip("<>")
+        name = f", name={self.name!r}" if self.name else ""
+        return f"Tensor({values}, shape={self.shape}, dtype={_dtype_name(self.dtype)}{name}, {tape})"
+
+    # -- tapes -------------------------------------------------------------------------------
+    def trace(self, tape: "Tape | None" = None) -> "Tensor":
+        """This tensor on ``tape`` (default: a fresh leaky ``OwnedTape``)."""
+        from .tapes import NoneTape, OwnedTape
+        if tape is None:
+            tape = OwnedTape()
+        if isinstance(tape, NoneTape):
+            return self._handle(None)
+        if not _is_float(self.dtype):
+            raise DTypeError(f"cannot trace {self.label}: its dtype {_dtype_name(self.dtype)} is not floating, so "
+                             f"it has no gradient. Make it with dtype='float32' or 'float64'.")
+        if tape._spent is not None:
+            from .tapes.base import raise_spent
+            raise_spent(tape)
+        if tape.moves:
+            if getattr(tape, "_held", False):
+                raise TapePolicyError("this OwnedTape already belongs to a tensor: an owned tape has one owner. "
+                                      "Trace with a fresh tk.OwnedTape(), or share one with tk.UnionTape().")
+            tape._held = True
+        return self._handle(tape)
+
+    def retaped(self) -> "Tensor":
+        """This tensor on a fresh empty tape of the same policy (a second branch from one value)."""
+        if self._tape is None:
+            return self._handle(None)
+        if self._tape._spent is not None:
+            from .tapes.base import raise_spent
+            raise_spent(self._tape)
+        fresh = self._tape._fresh()
+        if fresh.moves:
+            fresh._held = True
+        return self._handle(fresh)
+
+    def clone(self) -> "Tensor":
+        """Another handle to this tensor sharing its tape (an error for an OwnedTape)."""
+        if self._tape is None:
+            return self._handle(None)
+        return self._handle(self._tape._shared())
+
+    def detach(self) -> "Tensor":
+        """This tensor with no tape: ops on it record nothing."""
+        return self._handle(None)
+
+    def backward(self, seed: Any = None, retain: bool = False) -> "Gradients":
+        """Gradients of this output with respect to everything its tape recorded.
+
+        A non-scalar output needs ``seed`` (the gradient to start from, of the output's shape).
+        ``retain=True`` keeps the records for another backward.
+        """
+        from .backward import backward
+        return backward([self], None if seed is None else [seed], retain=retain)
+
+    # -- values ------------------------------------------------------------------------------
+    def numpy(self) -> np.ndarray:
+        """The values as a numpy array on the host."""
+        return self.device.to_numpy(self.data)
+
+    def item(self) -> float:
+        if self.size != 1:
+            raise ValueError(f"item() needs a tensor of one value, this one has shape {self.shape}")
+        return self.numpy().reshape(()).item()
+
+    def tolist(self) -> Any:
+        return self.numpy().tolist()
+
+    def to(self, device: Any) -> "Tensor":
+        """A copy of the values on ``device`` (no tape: a transfer is not differentiable here)."""
+        return Tensor(device.count(device.from_numpy(self.numpy())), device)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        arr = self.numpy()
+        return arr if dtype is None else arr.astype(dtype)
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    # -- operators (each is an op in tapekit.ops) --------------------------------------------
+    def __add__(self, other: Any) -> "Tensor":
+        return ops.add(self, other)
+
+    def __radd__(self, other: Any) -> "Tensor":
+        return ops.add(other, self)
+
+    def __sub__(self, other: Any) -> "Tensor":
+        return ops.sub(self, other)
+
+    def __rsub__(self, other: Any) -> "Tensor":
+        return ops.sub(other, self)
+
+    def __mul__(self, other: Any) -> "Tensor":
+        return ops.mul(self, other)
+
+    def __rmul__(self, other: Any) -> "Tensor":
+        return ops.mul(other, self)
+
+    def __truediv__(self, other: Any) -> "Tensor":
+        return ops.div(self, other)
+
+    def __rtruediv__(self, other: Any) -> "Tensor":
+        return ops.div(other, self)
+
+    def __pow__(self, other: Any) -> "Tensor":
+        return ops.pow(self, other) if isinstance(other, Tensor) else ops.power(self, other)
+
+    def __rpow__(self, other: Any) -> "Tensor":
+        return ops.pow(other, self)
+
+    def __neg__(self) -> "Tensor":
+        return ops.neg(self)
+
+    def __abs__(self) -> "Tensor":
+        return ops.abs(self)
+
+    def __matmul__(self, other: "Tensor") -> "Tensor":
+        return ops.matmul(self, other)
+
+    def __rmatmul__(self, other: "Tensor") -> "Tensor":
+        return ops.matmul(other, self)
+
+    def __getitem__(self, key: Any) -> "Tensor":
+        return ops.getitem(self, key)
+
+    # comparisons give boolean tensors on no tape (they have no gradient)
+    def _compare(self, other: Any, fn: str) -> "Tensor":
+        other = other.data if isinstance(other, Tensor) else other
+        return Tensor(self.device.count(getattr(self.data, fn)(other)), self.device)
+
+    def __gt__(self, other: Any) -> "Tensor":
+        return self._compare(other, "__gt__")
+
+    def __ge__(self, other: Any) -> "Tensor":
+        return self._compare(other, "__ge__")
+
+    def __lt__(self, other: Any) -> "Tensor":
+        return self._compare(other, "__lt__")
+
+    def __le__(self, other: Any) -> "Tensor":
+        return self._compare(other, "__le__")
+
+    __hash__ = object.__hash__
+
+    # -- methods that are ops ----------------------------------------------------------------
+    def exp(self) -> "Tensor":
+        return ops.exp(self)
+
+    def log(self) -> "Tensor":
+        return ops.log(self)
+
+    def sqrt(self) -> "Tensor":
+        return ops.sqrt(self)
+
+    def abs(self) -> "Tensor":
+        return ops.abs(self)
+
+    def tanh(self) -> "Tensor":
+        return ops.tanh(self)
+
+    def sigmoid(self) -> "Tensor":
+        return ops.sigmoid(self)
+
+    def relu(self) -> "Tensor":
+        return ops.relu(self)
+
+    def sin(self) -> "Tensor":
+        return ops.sin(self)
+
+    def cos(self) -> "Tensor":
+        return ops.cos(self)
+
+    def clip(self, low: float | None = None, high: float | None = None) -> "Tensor":
+        return ops.clip(self, low, high)
+
+    def maximum(self, other: Any) -> "Tensor":
+        return ops.maximum(self, other)
+
+    def minimum(self, other: Any) -> "Tensor":
+        return ops.minimum(self, other)
+
+    def sum(self, axis: Any = None, keepdims: bool = False) -> "Tensor":
+        return ops.sum(self, axis, keepdims)
+
+    def mean(self, axis: Any = None, keepdims: bool = False) -> "Tensor":
+        return ops.mean(self, axis, keepdims)
+
+    def max(self, axis: Any = None, keepdims: bool = False) -> "Tensor":
+        return ops.max(self, axis, keepdims)
+
+    def logsumexp(self, axis: Any = None, keepdims: bool = False) -> "Tensor":
+        return ops.logsumexp(self, axis, keepdims)
+
+    def softmax(self, axis: int = -1) -> "Tensor":
+        return ops.softmax(self, axis)
+
+    def log_softmax(self, axis: int = -1) -> "Tensor":
+        return ops.log_softmax(self, axis)
+
+    def matmul(self, other: "Tensor") -> "Tensor":
+        return ops.matmul(self, other)
+
+    def reshape(self, *shape: Any) -> "Tensor":
+        return ops.reshape(self, *shape)
+
+    def permute(self, *axes: Any) -> "Tensor":
+        return ops.permute(self, *axes)
+
+    def transpose(self, axis1: int = -2, axis2: int = -1) -> "Tensor":
+        return ops.transpose(self, axis1, axis2)
+
+    @property
+    def T(self) -> "Tensor":
+        """All axes reversed."""
+        return ops.permute(self, tuple(reversed(range(self.ndim))))
+
+    def broadcast_to(self, shape: Sequence[int]) -> "Tensor":
+        return ops.broadcast_to(self, shape)
+
+    def argmax(self, axis: int | None = None) -> "Tensor":
+        """Indices of the maxima (no gradient)."""
+        return Tensor(self.device.count(self.device.xp.argmax(self.data, axis=axis)), self.device)
+
+
+def _dtype_name(dtype: Any) -> str:
+    from .devices import dtype_name
+    return dtype_name(dtype)
+
+
+def _is_float(dtype: Any) -> bool:
+    return _dtype_name(dtype).startswith("float")
+
+
+def tensors_of(items: Iterable[Any]) -> list[Tensor]:
+    return [t for t in items if isinstance(t, Tensor)]
+
+
+from . import ops  # noqa: E402  (ops need Tensor defined first)
