@@ -1,0 +1,48 @@
+# Two commands: `make lab` (JupyterLab on the tutorials) and `make test` (the whole suite).
+# Both install everything they need into .venv; a second run reuses what is there.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+ROOT   := $(shell [ "$$(id -u)" = 0 ] && echo yes)
+
+.PHONY: lab test bench gpu-check graphviz chromium
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV) || { [ -n "$(ROOT)" ] && apt-get update -qq && apt-get install -y -qq python3-venv && rm -rf $(VENV) && $(PYTHON) -m venv $(VENV); } || { echo "python3 -m venv failed: install Debian's python3-venv (sudo apt-get install python3-venv)"; exit 1; }
+	$(BIN)/python -m pip install -q --upgrade pip
+
+$(VENV)/.lab-installed: $(BIN)/python pyproject.toml
+	$(BIN)/pip install -q -e '.[lab]'
+	touch $@
+
+$(VENV)/.test-installed: $(BIN)/python pyproject.toml
+	$(BIN)/pip install -q -e '.[test]'
+	touch $@
+
+$(VENV)/.bench-installed: $(VENV)/.test-installed
+	$(BIN)/pip install -q -e '.[bench]' || echo "some benchmark peers could not be installed; they will be reported as absent"
+	touch $@
+
+graphviz:
+	@command -v dot >/dev/null 2>&1 || { \
+	  if [ -n "$(ROOT)" ]; then apt-get update -qq && apt-get install -y -qq graphviz; \
+	  else echo "Graphviz's dot is missing: install it with 'sudo apt-get install graphviz', then run make again."; exit 1; fi; }
+
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ -n "$(ROOT)" ]; then apt-get update -qq && apt-get install -y -qq chromium; \
+	  else echo "Chromium is missing: install it with 'sudo apt-get install chromium', then run make again."; exit 1; fi; }
+
+lab: $(VENV)/.lab-installed graphviz
+	$(BIN)/jupyter lab --ip=127.0.0.1 --no-browser --notebook-dir=notebooks $(if $(ROOT),--allow-root)
+
+test: $(VENV)/.test-installed graphviz chromium
+	$(BIN)/python -m pytest -n 2 tests
+
+bench: $(VENV)/.bench-installed
+	$(BIN)/python -m benchmarks
+
+gpu-check: $(BIN)/python
+	$(BIN)/pip install -q -e '.[test,gpu]'
+	$(BIN)/python -m pytest -q tests -k "not browser" -p no:randomly
