@@ -36,7 +36,7 @@ def check_grads(f: Callable[..., Tensor], *inputs: Tensor, eps: float = 1e-6, at
                 rtol: float = 1e-5, raise_on_failure: bool = True) -> GradCheck:
     """Check ``f``'s gradients at ``inputs`` against central finite differences, in float64.
 
-    The output is projected on fixed random weights, so any output shape works. Returns the worst
+    A one-value output is used as is; a larger one is projected on fixed random weights. Returns the worst
     mismatch; raises ``GradientCheckError`` when it is beyond ``atol + rtol * |numeric|``.
     """
     from .tapes import UnionTape
@@ -46,7 +46,7 @@ def check_grads(f: Callable[..., Tensor], *inputs: Tensor, eps: float = 1e-6, at
     consts = [device.tensor(p, dtype="float64") for p in points]
     tape = UnionTape()
     out = f(*[c.trace(tape) for c in consts])
-    weights = np.random.default_rng(0).standard_normal(out.shape)
+    weights = np.ones(out.shape) if out.size == 1 else np.random.default_rng(0).standard_normal(out.shape)
     grads = backward([out], [device.tensor(weights, dtype="float64")])
 
     def value(i: int, point: np.ndarray) -> float:

@@ -198,7 +198,7 @@ class Cpu(Device):
     def to_numpy(self, array: Any) -> np.ndarray:
         if self._device is None:
             return array
-        return np.from_dlpack(self.xp.to_device(array, self.xp.Device("CPU_DEVICE")))
+        return np.from_dlpack(array.to_device(self.xp.Device("CPU_DEVICE")))
 
     def index_add(self, shape: tuple[int, ...], index: Any, values: Any) -> Any:
         if self._device is not None:
