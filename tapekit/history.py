@@ -88,7 +88,7 @@ def _why(tid: int, rec: Record) -> str:
     if tape is not None:
         place = f"lives on {type(tape).__name__} {tape.label}{holder_hint(tape)}, which this backward does not run"
     elif rec.consumed_by:
-        place = f"was consumed by an earlier {rec.consumed_by}"
+        place = f"was consumed by {rec.consumed_by}"
     else:
         place = "was dropped with its tape"
     return (f"{label(tid)} has no gradient: the record `{rec.line()}` on its way to the output {place}. "

@@ -1,0 +1,71 @@
+"""The acceptance programs of the design, verbatim (P8 lives with the modules' tests)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tapekit as tk
+
+
+@pytest.fixture
+def dev():
+    return tk.Cpu()
+
+
+def test_p1_leaky_trace_gives_every_operand_a_gradient(dev):
+    x, y = dev.tensor([1., 2., 3.]), dev.tensor([4., 5., 6.])
+    g = (x.trace() * y).sum().backward()
+    assert np.allclose(g[x], [4, 5, 6]) and np.allclose(g[y], [1, 2, 3])
+
+
+def test_p2_a_leaf_set_keeps_only_the_leaves(dev):
+    x, y = dev.tensor([1., 2., 3.]), dev.tensor([4., 5., 6.])
+    g = (x.trace(tk.OwnedTape(leaves=[x])) * y).sum().backward()
+    assert np.allclose(g[x], [4, 5, 6])
+    with pytest.raises(tk.MissingGradientError, match="not in the leaf set"):
+        g[y]
+
+
+def test_p3_merged_tapes_run_in_global_creation_order(dev):
+    x = dev.tensor([0.5]); a, b = x.trace(), x.trace()
+    a1 = a.exp(); b1 = b.sin(); a2 = a1 * a1
+    assert np.allclose((a2 + b1).sum().backward()[x], [2 * np.e + np.cos(0.5)])
+    assert np.allclose(2 * np.e + np.cos(0.5), 6.314146218808464)
+
+
+def test_p4_arc_tape_partitions_gradients(dev):
+    x = dev.tensor([1., 2.]).trace(tk.ArcTape()); y = dev.tensor([4., 5.]).trace(tk.ArcTape())
+    z = x + y; zz = y * 2.0
+    g = z.sum().backward()
+    assert np.allclose(g[x], [1, 1]) and np.allclose(g[y], [1, 1]) and zz not in g
+    g = zz.sum().backward()
+    assert np.allclose(g[y], [2, 2]) and x not in g
+
+
+def test_p4_other_order_misses_y_and_says_so(dev):
+    x = dev.tensor([1., 2.]).trace(tk.ArcTape()); y = dev.tensor([4., 5.], name="y").trace(tk.ArcTape())
+    zz = y * 2.0; z = x + y
+    with pytest.warns(tk.IncompleteTapeWarning, match="gradients of y will be missing"):
+        g = zz.sum().backward()
+    assert np.allclose(g[zz], [1, 1])
+    with pytest.raises(tk.MissingGradientError, match="y has no gradient.*lives on ArcTape"):
+        g[y]
+
+
+def test_p5_union_tape_is_one_tape_for_all_holders(dev):
+    x = dev.tensor([1., 2.]).trace(tk.UnionTape()); y = dev.tensor([4., 5.]).trace(tk.UnionTape())
+    z = x + y; zz = y * 2.0
+    g = tk.backward([z.sum(), zz.sum()])
+    assert np.allclose(g[x], [1, 1]) and np.allclose(g[y], [3, 3])
+
+
+def test_p6_the_same_tensor_on_both_sides(dev):
+    x = dev.tensor(3.0); xt = x.trace(); assert (xt * xt).backward()[x] == 6.0
+    xt = x.trace(); assert (xt + xt).backward()[x] == 2.0
+
+
+def test_p7_residual_branch_with_retaped(dev):
+    x = dev.tensor([0.5]).trace(); y = x.retaped().exp() + x
+    assert np.allclose(y.sum().backward()[x], [np.exp(0.5) + 1])
+    assert np.allclose(np.exp(0.5) + 1, 2.648721270700128)

@@ -1,0 +1,348 @@
+"""Tape policies side by side: merges, clone, retaped, backward on several outputs, retain,
+GlobalTape contexts, thread safety, and the messages that explain partitioned gradients."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+import tapekit as tk
+
+SHARED = [tk.ArcTape, tk.UnionTape]
+RECORDING = [tk.OwnedTape, tk.ArcTape, tk.UnionTape]
+
+
+@pytest.fixture
+def dev():
+    return tk.Cpu()
+
+
+# -- OwnedTape ----------------------------------------------------------------------------------
+def test_owned_left_absorbs_right_and_right_entry_wins(dev):
+    a, b = dev.tensor([1.0, 2.0], name="a"), dev.tensor([3.0, 4.0], name="b")
+    left, right = tk.Gradients(), tk.Gradients()
+    left.alloc(a)[...] = 10.0
+    right.alloc(a)[...] = 20.0
+    ta = a.trace(tk.OwnedTape(left, leaves=[a]))
+    tb = b.trace(tk.OwnedTape(right, leaves=[b]))
+    left_tape, right_tape = ta.tape, tb.tape
+    ea, eb = ta.exp(), tb.exp()
+    out = ea * eb
+    assert out.tape is left_tape and len(left_tape) == 3
+    assert left_tape.leaves == frozenset({a.id, b.id})
+    assert np.allclose(left_tape.grads[a], 20.0)  # the right tape's entry won
+    with pytest.raises(tk.TapeMovedError):
+        tb.exp()  # its tape was moved long ago
+    assert "moved" in repr(right_tape)
+
+
+def test_owned_moved_handle_names_the_op(dev):
+    x = dev.tensor([1.0], name="x").trace()
+    y = x * 2.0
+    with pytest.raises(tk.TapeMovedError, match=r"x's OwnedTape was moved into the output of op #\d+ mul"):
+        x + 1.0
+    assert len(y.tape) == 1
+
+
+def test_owned_clone_is_an_error_and_retaped_is_a_fresh_tape(dev):
+    x = dev.tensor([1.0]).trace()
+    with pytest.raises(tk.TapePolicyError, match="one owner"):
+        x.clone()
+    r = x.retaped()
+    assert r.id == x.id and r.data is x.data
+    assert isinstance(r.tape, tk.OwnedTape) and r.tape is not x.tape and len(r.tape) == 0
+
+
+def test_owned_tape_has_one_owner(dev):
+    tape = tk.OwnedTape()
+    dev.tensor([1.0]).trace(tape)
+    with pytest.raises(tk.TapePolicyError, match="one owner"):
+        dev.tensor([2.0]).trace(tape)
+
+
+def test_untaped_left_operand_takes_the_right_tape(dev):
+    x = dev.tensor([2.0])
+    y = dev.tensor([3.0]).trace()
+    g = (x * y).sum().backward()
+    assert np.allclose(g[y], [2.0]) and np.allclose(g[x], [3.0])
+
+
+# -- ArcTape -----------------------------------------------------------------------------------
+def test_arc_merge_leaves_right_tape_alive_and_empty(dev):
+    x = dev.tensor([1.0, 2.0]).trace(tk.ArcTape())
+    y = dev.tensor([4.0, 5.0]).trace(tk.ArcTape())
+    y2 = y.exp()
+    z = x + y2
+    assert z.tape is x.tape and len(x.tape) == 2 and len(y.tape) == 0
+    zz = y * 2.0  # y's holder keeps recording into its (now empty) tape
+    assert zz.tape is y.tape and len(y.tape) == 1
+
+
+def test_arc_after_backward_tape_is_empty_and_leaky(dev):
+    x = dev.tensor([1.0, 2.0]).trace(tk.ArcTape(leaves=[]))
+    y = x * 3.0
+    y.sum().backward()
+    assert len(x.tape) == 0 and x.tape.leaves is None
+    g = (x * 2.0).sum().backward()  # other holders keep recording
+    assert np.allclose(g[x], [2.0, 2.0])
+
+
+def test_arc_clone_shares_and_retaped_is_new(dev):
+    x = dev.tensor([1.0]).trace(tk.ArcTape())
+    assert x.clone().tape is x.tape and x.clone().id == x.id
+    assert x.retaped().tape is not x.tape and isinstance(x.retaped().tape, tk.ArcTape)
+
+
+# -- UnionTape ---------------------------------------------------------------------------------
+def test_union_merges_become_one_tape_for_every_holder(dev):
+    ts = [dev.tensor([float(i)]).trace(tk.UnionTape()) for i in range(4)]
+    ab = ts[0] * ts[1]
+    cd = ts[2] + ts[3]
+    out = ab + cd
+    stores = {t.tape._store() for t in ts + [ab, cd, out]}
+    assert len(stores) == 1 and len(out.tape) == 3
+    later = ts[3].exp()  # a past holder records onto the merged tape
+    assert len(out.tape) == 4
+    g = tk.backward([out.sum(), later.sum()])
+    assert np.allclose(g[ts[0]], [1.0]) and np.allclose(g[ts[3]], [1.0 + np.exp(3.0)])
+
+
+def test_union_records_run_in_global_op_order_across_merges(dev):
+    x = dev.tensor([0.5])
+    a, b = x.trace(tk.UnionTape()), x.trace(tk.UnionTape())
+    b1 = b.sin()           # recorded on b's tape first
+    a1 = a.exp()
+    a2 = a1 * a1
+    out = (a2 + b1).sum()  # merges a's (bigger) tape with b's
+    assert [r.id for r in out.tape.records] == sorted(r.id for r in out.tape.records)
+    assert np.allclose(out.backward()[x], [2 * np.e + np.cos(0.5)])
+
+
+def test_union_second_backward_on_another_output_raises(dev):
+    x = dev.tensor([1.0, 2.0], name="x").trace(tk.UnionTape())
+    a = x * 2.0
+    b = a + 1.0
+    c = a * 3.0
+    b.sum().backward()  # consumes every record, c's too
+    with pytest.raises(tk.TapeConsumedError, match="consumed"):
+        c.sum().backward()
+
+
+def test_arc_second_backward_on_another_output_warns_and_is_partial(dev):
+    x = dev.tensor([1.0, 2.0], name="x").trace(tk.ArcTape())
+    a = x * 2.0
+    b = a + 1.0
+    c = a * 3.0
+    c.name = "c"
+    b.sum().backward()
+    with pytest.warns(tk.IncompleteTapeWarning, match="gradients of .*x.* will be missing"):
+        g = c.sum().backward()
+    assert np.allclose(g[c], [1.0, 1.0])
+    with pytest.raises(tk.MissingGradientError, match="was consumed by the backward on "):
+        g[x]
+
+
+# -- backward on several outputs, retain ---------------------------------------------------
+def dag_program(dev, make_tape):
+    """Three inputs, five ops, three outputs that share history; each input on its own tape."""
+    x = dev.tensor([0.3, -0.2]).trace(make_tape())
+    y = dev.tensor([1.5, 0.7]).trace(make_tape())
+    w = dev.tensor([2.0, -1.0]).trace(make_tape())
+    h = (x * y).tanh()
+    o1 = (h + w).sum()
+    o2 = (h * y).sum()
+    o3 = (w.exp() - y).sum()
+    return (x, y, w), (o1, o2, o3)
+
+
+def reference_grads(dev):
+    """The same program on one shared tape, differentiated as one summed loss."""
+    tape = tk.UnionTape()
+    (x, y, w), outs = dag_program(dev, lambda: tape)
+    g = (outs[0] + outs[1] + outs[2]).backward()
+    return [np.asarray(g[t]) for t in (x, y, w)]
+
+
+@pytest.mark.parametrize("policy", [tk.ArcTape, tk.UnionTape])
+def test_backward_over_all_outputs_equals_one_tape(dev, policy):
+    (x, y, w), outs = dag_program(dev, policy)
+    g = tk.backward(list(outs))
+    for t, ref in zip((x, y, w), reference_grads(dev)):
+        assert np.allclose(g[t], ref)
+
+
+def test_backward_over_all_outputs_under_global_tape(dev):
+    with tk.GlobalTape() as tape:
+        (x, y, w), outs = dag_program(dev, lambda: tape)
+    g = tape.backward(list(outs))
+    for t, ref in zip((x, y, w), reference_grads(dev)):
+        assert np.allclose(g[t], ref)
+
+
+def test_each_output_alone_under_arc_gets_only_part(dev):
+    (x, y, w), (o1, o2, o3) = dag_program(dev, tk.ArcTape)
+    ref = reference_grads(dev)
+    got = {}
+    for out in (o3, o2, o1):
+        try:
+            g = out.backward()
+        except tk.TapeConsumedError:
+            continue
+        got[out.id] = g
+    assert len(got) >= 1
+    total_y = sum(np.asarray(g.get(y, 0.0)) for g in got.values())
+    assert not np.allclose(total_y, ref[1])  # the partition loses part of y's gradient
+
+
+def test_seeds_for_non_scalar_outputs(dev):
+    x = dev.tensor([1.0, 2.0]).trace(tk.UnionTape())
+    a, b = x * 2.0, x * x
+    g = tk.backward([a, b], seeds=[[1.0, 0.0], [0.0, 1.0]])
+    assert np.allclose(g[x], [2.0, 4.0])
+
+
+@pytest.mark.parametrize("policy", RECORDING)
+def test_retain_allows_backward_again(dev, policy):
+    x = dev.tensor([1.0, 2.0]).trace(policy())
+    out = (x * x).sum()
+    g1 = out.backward(retain=True)
+    g2 = out.backward(retain=True)
+    assert np.allclose(g1[x], [2.0, 4.0]) and np.allclose(g2[x], [2.0, 4.0])
+    out.backward()
+    with pytest.raises(tk.TapeConsumedError, match="consumed"):
+        out.backward()
+
+
+def test_second_backward_without_retain_raises_under_global(dev):
+    with tk.GlobalTape() as tape:
+        x = dev.tensor([1.0, 2.0])
+        out = (x * x).sum()
+    tape.backward(out)
+    with pytest.raises(tk.TapeConsumedError):
+        tape.backward(out)
+
+
+# -- GlobalTape ---------------------------------------------------------------------------------
+def test_global_tape_records_every_op_in_its_block(dev):
+    x, y = dev.tensor([1.0, 2.0]), dev.tensor([3.0, 4.0])
+    with tk.GlobalTape() as tape:
+        z = (x * y).sum()
+    w = x * y  # outside the block: nothing recorded
+    assert len(tape) == 2 and w.tape is None and z.tape is tape
+    g = tape.backward(z)
+    assert np.allclose(g[x], [3.0, 4.0]) and np.allclose(g[y], [1.0, 2.0]) and len(tape) == 0
+
+
+def test_global_tape_nesting_innermost_is_active(dev):
+    x = dev.tensor([1.0])
+    with tk.GlobalTape() as outer:
+        a = x * 2.0
+        with tk.GlobalTape() as inner:
+            b = x * 3.0
+        c = x * 4.0
+    assert (len(outer), len(inner)) == (2, 1)
+    assert a.tape is outer and b.tape is inner and c.tape is outer
+
+
+def test_global_tape_mixed_with_another_policy_is_an_error(dev):
+    x = dev.tensor([1.0]).trace(tk.UnionTape())
+    with tk.GlobalTape() as tape:
+        with pytest.raises(tk.TapePolicyError, match="mix tape policies"):
+            x * 2.0
+    assert len(tape) == 0 and len(x.tape) == 0
+
+
+def test_global_tapes_are_context_local_between_threads(dev):
+    results = {}
+    barrier = threading.Barrier(2)
+
+    def worker(name, n):
+        with tk.GlobalTape() as tape:
+            barrier.wait()
+            x = dev.tensor([1.0])
+            for _ in range(n):
+                x = x * 1.0
+            barrier.wait()
+        results[name] = len(tape)
+
+    threads = [threading.Thread(target=worker, args=(k, n)) for k, n in (("a", 50), ("b", 70))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == {"a": 50, "b": 70}
+
+
+@pytest.mark.parametrize("policy", ["arc", "union", "global"])
+def test_threads_recording_onto_one_shared_tape_lose_nothing(dev, policy):
+    n_threads, n_ops = 8, 10_000
+    tape = {"arc": tk.ArcTape, "union": tk.UnionTape, "global": tk.GlobalTape}[policy]()
+    starts = [dev.tensor([1.0 + i / 10]) for i in range(n_threads)]
+    outs = [None] * n_threads
+
+    def chain(x):
+        for k in range(n_ops // 2):
+            x = x * 0.9999
+            x = x + 0.001
+        return x
+
+    def worker(i):
+        if policy == "global":
+            with tape:
+                outs[i] = chain(starts[i])
+        else:
+            outs[i] = chain(starts[i].trace(tape))
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(n_threads)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(tape) == n_threads * n_ops
+    g = tk.backward([o.sum() for o in outs])
+    expected = 0.9999 ** (n_ops // 2)
+    for s in starts:
+        assert np.allclose(g[s], [expected], rtol=1e-4)
+
+
+# -- mixing, inspection --------------------------------------------------------------------------
+def test_mixing_policies_in_one_op_is_an_error_that_changes_nothing(dev):
+    x = dev.tensor([1.0], name="x").trace(tk.ArcTape())
+    y = dev.tensor([2.0], name="y").trace(tk.UnionTape())
+    a, b = x.exp(), y.exp()
+    with pytest.raises(tk.TapePolicyError, match="ArcTape.*UnionTape"):
+        a + b
+    assert len(x.tape) == 1 and len(y.tape) == 1
+
+
+def test_print_tape_shows_the_recorded_program(dev):
+    x = dev.tensor([1.0, 2.0], name="x").trace(tk.ArcTape())
+    y = (x * 2.0).sum()
+    text = str(x.tape)
+    lines = text.splitlines()
+    assert lines[0].startswith("ArcTape T") and "2 records" in lines[0]
+    assert "mul(x (2,), const) -> #" in lines[1] and "sum(#" in lines[2] and "-> #%d ()" % y.id in lines[2]
+
+
+def test_tapes_lists_the_partition(dev):
+    x = dev.tensor([1., 2.], name="x").trace(tk.ArcTape())
+    y = dev.tensor([4., 5.], name="y").trace(tk.ArcTape())
+    zz = y * 2.0
+    z = x + y
+    table = tk.tapes(zz, z)
+    assert [(i.policy, i.records) for i in table] == [("arc", 0), ("arc", 2)]
+    assert "tape" in str(table) and "<table>" in table._repr_html_()
+
+
+def test_explain_names_missing_gradients_and_where_they_went(dev):
+    x = dev.tensor([1., 2.], name="x").trace(tk.ArcTape())
+    y = dev.tensor([4., 5.], name="y").trace(tk.ArcTape())
+    zz = y * 2.0
+    z = x + y
+    z.name = "z"
+    report = tk.explain(zz.sum())
+    assert not report.complete and list(report.missing) == ["y"]
+    assert "held by z" in report.missing["y"]
+    assert tk.explain(z.sum()).complete
