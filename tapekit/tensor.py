@@ -123,6 +123,9 @@ class Tensor:
         """Another handle to this tensor sharing its tape (an error for an OwnedTape)."""
         if self._tape is None:
             return self._handle(None)
+        if self._tape._spent is not None:
+            from .tapes.base import raise_spent
+            raise_spent(self._tape)
         return self._handle(self._tape._shared())
 
     def detach(self) -> "Tensor":
