@@ -7,13 +7,13 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .errors import BackwardError, DTypeError, IncompleteTapeWarning, ShapeError, TapeConsumedError
+from .errors import BackwardError, DeviceMismatchError, DTypeError, IncompleteTapeWarning, ShapeError, TapeConsumedError
 from .gradients import Gradients
 from .history import coverage
 from .ids import label
 from .ops.core import unbroadcast
 from .tapes.base import Record, Tape, consumed_error, raise_spent
-from .tapes.merge import merge_tapes
+from .tapes.merge import check_one_policy, merge_tapes
 from .tensor import Tensor, _is_float
 
 
@@ -27,6 +27,7 @@ def backward(outputs: Any, seeds: Sequence[Any] | None = None, retain: bool = Fa
     outputs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
     seeds = _seeds(outputs, seeds)
     tapes = [_tape_of(out) for out in outputs]
+    check_one_policy(outputs, tapes, "tk.backward")
     by = "the backward on " + ", ".join(out.label for out in outputs)
     cov = coverage(outputs, {tape._store() for tape in tapes})
     if not cov.complete:
@@ -107,7 +108,8 @@ def _seed(out: Any, seed: Any) -> Any:
     if not isinstance(out, Tensor):
         raise BackwardError(f"backward takes tensors, got {type(out).__name__}")
     if not _is_float(out.dtype):
-        raise DTypeError(f"{out.label} has dtype {out.dtype}, which has no gradient")
+        raise DTypeError(f"{out.label} has dtype {out.dtype}, which has no gradient; backward needs a floating "
+                         f"output computed from traced floating inputs")
     xp = out.device.xp
     if seed is None:
         if out.size != 1:
@@ -115,7 +117,17 @@ def _seed(out: Any, seed: Any) -> Any:
                                 f"gradient to start from, e.g. out.backward(seed=dev.ones({out.shape})), or reduce "
                                 f"it first with out.sum().")
         return xp.ones_like(out.data)
-    data = seed.data if isinstance(seed, Tensor) else out.device.from_numpy(np.asarray(seed, dtype=np.float64))
+    if isinstance(seed, Tensor):
+        if seed.device is not out.device and seed.device.place != out.device.place:
+            raise DeviceMismatchError(f"the seed for {out.label} is on {seed.device!r} but the output is on "
+                                      f"{out.device!r}; make the seed on the output's device (seed.to(device))")
+        data = seed.data
+    else:
+        try:
+            data = out.device.from_numpy(np.asarray(seed, dtype=np.float64))
+        except (TypeError, ValueError):
+            raise DTypeError(f"the seed for {out.label} must be numbers (a tensor, an array or nested lists), "
+                             f"got {type(seed).__name__}") from None
     if tuple(data.shape) != out.shape:
         raise ShapeError(f"the seed for {out.label} has shape {tuple(data.shape)} but the output has shape "
                          f"{out.shape}; give a seed of the output's shape")

@@ -18,7 +18,8 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     inner = y.shape[-2] if y.ndim > 1 else y.shape[0]
     if x.shape[-1] != inner:
         raise ShapeError(f"matmul: {x.shape} @ {y.shape}: the last axis of the left ({x.shape[-1]}) must match "
-                         f"the {'second-to-last' if y.ndim > 1 else 'only'} axis of the right ({inner})")
+                         f"the {'second-to-last' if y.ndim > 1 else 'only'} axis of the right ({inner}). "
+                         f"Transpose or reshape an operand so these agree.")
     broadcast_shape(x.shape[:-2], y.shape[:-2], "matmul (batch axes)")
     xp = a.device.xp
     out = xp.matmul(x, y)

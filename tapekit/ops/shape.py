@@ -134,13 +134,13 @@ def getitem(t: Tensor, key: Any) -> Tensor:
     if index is not None:
         out = xp.take(t.data, index, axis=0)
         return emit("index", out, (t,), (lambda g: device.index_add(t.shape, index, g),), device)
-    key = key if isinstance(key, tuple) else (key,)
+    asked, key = key, key if isinstance(key, tuple) else (key,)
     if not any(k is Ellipsis for k in key):
         key = key + (...,)  # numpy's implicit trailing axes, spelled out for the array API
     try:
         out = t.data[key]
     except (IndexError, ValueError, TypeError) as err:
-        raise IndexingError(f"t[{key!r}] is not a valid index for shape {t.shape}: {err}. Use ints, slices, "
+        raise IndexingError(f"t[{asked!r}] is not a valid index for shape {t.shape}: {err}. Use ints, slices, "
                             f"None and ..., or one integer array along axis 0.") from None
     shape = t.shape
     plain = tuple(k for k in key if k is not None)  # setitem takes no new axes

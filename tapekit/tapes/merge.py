@@ -30,12 +30,17 @@ def operand_tapes(inputs: Sequence[Any], op: str) -> list[Tape]:
                     f"{type(tape).__name__}: one op cannot mix tape policies. Use {label(t.id)}.detach() "
                     f"inside the block, or run the op outside it.")
         return [active]
+    check_one_policy(holders, tapes, f"op {op}")
+    return tapes
+
+
+def check_one_policy(holders: Sequence[Any], tapes: Sequence[Tape], what: str) -> None:
+    """``TapePolicyError`` unless every tape (carried by the tensor beside it) has one policy."""
     for t, tape in zip(holders[1:], tapes[1:]):
         if type(tape) is not type(tapes[0]):
             raise TapePolicyError(
-                f"op {op}: {label(holders[0].id)} carries a {type(tapes[0]).__name__} and {label(t.id)} a "
-                f"{type(tape).__name__}; one op cannot mix tape policies. Trace both with the same policy.")
-    return tapes
+                f"{what}: {label(holders[0].id)} carries a {type(tapes[0]).__name__} and {label(t.id)} a "
+                f"{type(tape).__name__}; one call cannot mix tape policies. Trace both with the same policy.")
 
 
 def merge_tapes(tapes: Sequence[Tape], op: str) -> Tape:

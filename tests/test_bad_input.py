@@ -1,0 +1,492 @@
+"""A catalogue of bad calls. Each must raise its exact tapekit error class, with a message that
+names the problem and the fix, and leave every tape and tensor it touched exactly as it was:
+records, gradient entries, values, which tape each handle carries."""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+import pytest
+
+import tapekit as tk
+
+DEV = tk.Cpu(seed=0)
+POLICIES = {"owned": tk.OwnedTape, "arc": tk.ArcTape, "union": tk.UnionTape, "global": tk.GlobalTape}
+
+
+# -- the state a bad call must not change ------------------------------------------------------
+def _array(a: Any) -> tuple:
+    if not isinstance(a, np.ndarray):  # array_api_strict arrays on a simulated device
+        a = np.from_dlpack(a.to_device(a.__array_namespace__().Device("CPU_DEVICE")))
+    return (a.shape, str(a.dtype), a.tobytes())
+
+
+def _grads_state(g: tk.Gradients) -> tuple:
+    return (sorted((tid, _array(arr)) for tid, arr in g.items()), g.leaves)
+
+
+def _tape_state(tape: Any) -> Any:
+    if tape is None:
+        return None
+    if tape._spent is not None:
+        return ("spent", type(tape._spent), tape._spent.args)
+    records = tape.records
+    return (id(tape), id(tape._store()), len(tape), [r.id for r in records],
+            [(r.rules is None, r.consumed_by) for r in records], len(tape.grads), _grads_state(tape.grads),
+            tape._spent is None, getattr(tape, "_held", None))
+
+
+def snapshot(thing: Any) -> Any:
+    """Everything observable about a tensor, tape, Gradients, module or optimizer, as plain data."""
+    if isinstance(thing, tk.Tensor):
+        return ("tensor", thing.id, _array(thing.numpy()), id(thing._tape), id(thing._record),
+                _tape_state(thing._tape))
+    if isinstance(thing, tk.Tape):
+        return ("tape", _tape_state(thing))
+    if isinstance(thing, tk.Gradients):
+        return ("grads", _grads_state(thing))
+    if hasattr(thing, "state_dict"):
+        return ("state", sorted((k, _array(v)) for k, v in thing.state_dict().items()))
+    if hasattr(thing, "parameters"):
+        return ("params", [snapshot(p) for p in thing.parameters()])
+    return ("object", vars(thing) if hasattr(thing, "__dict__") else repr(thing))
+
+
+# -- the catalogue ------------------------------------------------------------------------------
+@dataclass
+class Bad:
+    """A bad call: ``build(tape)`` makes the objects and returns ``(call, involved)``."""
+
+    build: Callable[[Callable[[], Any]], tuple[Callable[[], Any], list]]
+    error: type
+    problem: tuple[str, ...]  # substrings naming what went wrong
+    fix: tuple[str, ...]  # substrings naming what to do
+    per_policy: bool = False  # run once under each tape policy
+
+
+CATALOGUE: dict[str, Bad] = {}
+
+
+def bad(error: type, problem: str | tuple[str, ...], fix: str | tuple[str, ...], per_policy: bool = False):
+    def register(build):
+        CATALOGUE[build.__name__] = Bad(build, error, _tuple(problem), _tuple(fix), per_policy)
+        return build
+    return register
+
+
+def _tuple(text: str | tuple[str, ...]) -> tuple[str, ...]:
+    return (text,) if isinstance(text, str) else text
+
+
+def operand(new_tape: Callable[[], Any], shape: tuple[int, ...], dev: tk.Device = DEV) -> tk.Tensor:
+    """A float64 tensor made by one op recorded on a fresh tape that already holds a gradient entry."""
+    x = dev.randn(shape, dtype="float64")
+    tape = new_tape()
+    if not isinstance(tape, tk.GlobalTape):
+        tape.grads.alloc(x)
+    return x.trace(tape) * 1.5
+
+
+# binary op families: incompatible shapes
+def _binary(fn):
+    def build(new_tape):
+        a, b = operand(new_tape, (2, 3)), operand(new_tape, (4,))
+        return (lambda: fn(a, b)), [a, b]
+    return build
+
+
+for _name, _fn in {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+                   "div": lambda a, b: a / b, "pow": lambda a, b: a ** b, "maximum": tk.maximum,
+                   "minimum": tk.minimum}.items():
+    _build = _binary(_fn)
+    _build.__name__ = f"{_name}_shapes"
+    bad(tk.ShapeError, (f"{_name}: shapes (2, 3) and (4,) do not broadcast", "axis -1: 3 vs 4"),
+        "Reshape one operand", per_policy=True)(_build)
+
+
+@bad(tk.ShapeError, "where: shapes (3,) and (2,) do not broadcast", "Reshape one operand", per_policy=True)
+def where_shapes(new_tape):
+    a, b = operand(new_tape, (3,)), operand(new_tape, (2,))
+    return (lambda: tk.where(DEV.tensor(np.array([True, False, True])), a, b)), [a, b]
+
+
+@bad(tk.ShapeError, ("matmul: (2, 3) @ (4,)", "left (3)", "right (4)"), "Transpose or reshape", per_policy=True)
+def matmul_vector(new_tape):
+    a, b = operand(new_tape, (2, 3)), operand(new_tape, (4,))
+    return (lambda: a @ b), [a, b]
+
+
+@bad(tk.ShapeError, ("matmul: (2, 3) @ (2, 3)", "second-to-last"), "Transpose or reshape", per_policy=True)
+def matmul_matrices(new_tape):
+    a, b = operand(new_tape, (2, 3)), operand(new_tape, (2, 3))
+    return (lambda: a @ b), [a, b]
+
+
+@bad(tk.ShapeError, ("matmul (batch axes): shapes (2,) and (5,)",), "Reshape one operand", per_policy=True)
+def matmul_batch(new_tape):
+    a, b = operand(new_tape, (2, 3, 4)), operand(new_tape, (5, 4, 2))
+    return (lambda: a @ b), [a, b]
+
+
+@bad(tk.ShapeError, "matmul: operands need at least 1 dimension", "use * for scalars", per_policy=True)
+def matmul_scalar(new_tape):
+    a, b = operand(new_tape, (2, 3)), operand(new_tape, ())
+    return (lambda: a @ b), [a, b]
+
+
+@bad(tk.ShapeError, "reshape: cannot reshape (2, 3) (6 values) to (5,)", "the sizes must match", per_policy=True)
+def reshape_size(new_tape):
+    a = operand(new_tape, (2, 3))
+    return (lambda: a.reshape(5)), [a]
+
+
+@bad(tk.ShapeError, "broadcast_to: shapes (2, 3) and (3, 3) do not broadcast", "insert an axis of size 1",
+     per_policy=True)
+def broadcast_to_shape(new_tape):
+    a = operand(new_tape, (2, 3))
+    return (lambda: a.broadcast_to((3, 3))), [a]
+
+
+@bad(tk.ShapeError, ("concat:", "has shape (4, 2)"), "all shapes must match except along axis 1",
+     per_policy=True)
+def concat_shapes(new_tape):
+    a, b = operand(new_tape, (2, 3)), operand(new_tape, (4, 2))
+    return (lambda: tk.concat([a, b], axis=1)), [a, b]
+
+
+@bad(tk.ShapeError, ("stack:", "has shape (3,)"), "stacked tensors must have one shape", per_policy=True)
+def stack_shapes(new_tape):
+    a, b = operand(new_tape, (2,)), operand(new_tape, (3,))
+    return (lambda: tk.stack([a, b])), [a, b]
+
+
+# bad axes
+def _axis_case(name, call, problem, fix="valid: -2 to 1"):
+    def build(new_tape):
+        a = operand(new_tape, (2, 3))
+        return (lambda: call(a)), [a]
+    build.__name__ = name
+    bad(tk.AxisError, problem, fix, per_policy=True)(build)
+
+
+_axis_case("sum_axis", lambda a: a.sum(axis=2), "sum: axis 2 is out of range for a tensor with 2 dimensions")
+_axis_case("mean_repeated_axis", lambda a: a.mean(axis=(1, -1)), "mean: axis (1, -1) repeats an axis",
+           "name each axis once")
+_axis_case("max_axis", lambda a: a.max(axis=-3), "max: axis -3 is out of range")
+_axis_case("logsumexp_axis", lambda a: a.logsumexp(axis=7), "logsumexp: axis 7 is out of range")
+_axis_case("softmax_axis", lambda a: a.softmax(axis=2), "softmax: axis 2 is out of range")
+_axis_case("log_softmax_axis", lambda a: tk.log_softmax(a, axis=-5), "log_softmax: axis -5 is out of range")
+_axis_case("transpose_axis", lambda a: a.transpose(0, 4), "transpose: axis 4 is out of range")
+_axis_case("permute_repeated", lambda a: a.permute(0, 0), "permute: axis (0, 0) repeats an axis",
+           "name each axis once")
+_axis_case("concat_axis", lambda a: tk.concat([a, a], axis=3), "concat: axis 3 is out of range")
+_axis_case("sum_axis_type", lambda a: a.sum(axis=0.5), "sum: axis 0.5 is not an integer",
+           "pass an int from -2 to 1")
+
+
+# bad indices
+def _index_case(name, key, problem, fix):
+    def build(new_tape):
+        a = operand(new_tape, (2, 3))
+        return (lambda: a[key]), [a]
+    build.__name__ = name
+    bad(tk.IndexingError, problem, fix, per_policy=True)(build)
+
+
+_index_case("index_int", 5, ("t[5] is not a valid index for shape (2, 3)", "out of bounds"), "Use ints, slices")
+_index_case("index_array_range", [0, 7], "index array holds values from 0 to 7, outside axis 0 of size 2",
+            "valid: -2 to 1")
+_index_case("index_float_array", np.array([0.5]), "got dtype float64", "must be 1-D integers")
+_index_case("index_2d_array", np.array([[0, 1]]), "shape (1, 2)", "must be 1-D integers")
+_index_case("index_bool_mask", np.array([True, False]), "boolean mask indexing is not differentiable",
+            "use tk.where(mask, t, 0)")
+_index_case("index_string", "x", "t['x'] is not a valid index", "Use ints, slices, None and ...")
+
+
+@bad(tk.DTypeError, "where: the condition must be boolean, got float", "compare first", per_policy=True)
+def where_condition_dtype(new_tape):
+    a, b = operand(new_tape, (2,)), operand(new_tape, (2,))
+    return (lambda: tk.where(DEV.tensor([1.0, 0.0]), a, b)), [a, b]
+
+
+# devices mixed
+def _two_devices(new_tape, shape=(3,)):
+    d1 = tk.Cpu(backend="strict", where="device1")
+    d2 = tk.Cpu(backend="strict", where="device2")
+    return operand(new_tape, shape, d1), operand(new_tape, shape, d2)
+
+
+@bad(tk.DeviceMismatchError, ("add:", "where='device1'", "where='device2'"), "Move one with t.to(device)",
+     per_policy=True)
+def devices_add(new_tape):
+    a, b = _two_devices(new_tape)
+    return (lambda: a + b), [a, b]
+
+
+@bad(tk.DeviceMismatchError, ("matmul:", "where='device2'"), "Move one with t.to(device)", per_policy=True)
+def devices_matmul(new_tape):
+    a, b = _two_devices(new_tape, (2, 2))
+    return (lambda: a @ b), [a, b]
+
+
+@bad(tk.DeviceMismatchError, ("concat:", "where='device2'"), "Move one with t.to(device)", per_policy=True)
+def devices_concat(new_tape):
+    a, b = _two_devices(new_tape)
+    return (lambda: tk.concat([a, b])), [a, b]
+
+
+@bad(tk.DeviceMismatchError, ("the seed for", "is on", "where='device2'"), "make the seed on the output's device")
+def devices_seed(new_tape):
+    a, _ = _two_devices(new_tape)
+    out = a * a
+    seed = tk.Cpu(backend="strict", where="device2").ones((3,))
+    return (lambda: out.backward(seed=seed)), [a, out, seed]
+
+
+# dtypes that cannot be differentiated
+@bad(tk.DTypeError, ("cannot trace", "dtype int64 is not floating"), "Make it with dtype='float32' or 'float64'",
+     per_policy=True)
+def trace_integer(new_tape):
+    tape = new_tape()
+    labels = DEV.tensor(np.array([1, 2, 3]))
+    return (lambda: labels.trace(tape)), [labels, tape]
+
+
+@bad(tk.DTypeError, "dtype bool is not floating", "Make it with dtype='float32' or 'float64'", per_policy=True)
+def trace_bool(new_tape):
+    tape = new_tape()
+    mask = DEV.tensor([1.0, -1.0]) > 0
+    return (lambda: mask.trace(tape)), [mask, tape]
+
+
+@bad(tk.DTypeError, "has dtype int64, which has no gradient", "backward needs a floating output")
+def backward_integer_output(new_tape):
+    counts = DEV.tensor(np.array([1, 2])).sum()
+    return (lambda: counts.backward()), [counts]
+
+
+@bad(tk.DTypeError, ("the seed for", "must be numbers"), "a tensor, an array or nested lists")
+def backward_seed_not_numbers(new_tape):
+    out = operand(new_tape, (2,))
+    return (lambda: out.backward(seed="ones")), [out]
+
+
+# backward that cannot start
+@bad(tk.BackwardError, "has shape (2, 3), not one value, so backward needs a seed",
+     ("out.backward(seed=dev.ones((2, 3)))", "reduce it first with out.sum()"), per_policy=True)
+def backward_no_seed(new_tape):
+    out = operand(new_tape, (2, 3))
+    return (lambda: out.backward()), [out]
+
+
+@bad(tk.ShapeError, "the seed for", ("has shape (3, 2) but the output has shape (2, 3)",
+                                     "give a seed of the output's shape"), per_policy=True)
+def backward_seed_shape(new_tape):
+    out = operand(new_tape, (2, 3))
+    return (lambda: out.backward(seed=np.ones((3, 2)))), [out]
+
+
+@bad(tk.BackwardError, "tk.backward([]) got no outputs", "pass the tensors to differentiate")
+def backward_empty(new_tape):
+    return (lambda: tk.backward([])), []
+
+
+@bad(tk.BackwardError, "got 2 seeds for 1 outputs", "give one per output", per_policy=True)
+def backward_seed_count(new_tape):
+    out = operand(new_tape, ()).sum()
+    return (lambda: tk.backward([out], seeds=[None, None])), [out]
+
+
+@bad(tk.BackwardError, "carries no tape, so nothing was recorded for it", "Trace an input first")
+def backward_untaped(new_tape):
+    out = DEV.randn((3,)).sum()
+    return (lambda: out.backward()), [out]
+
+
+@bad(tk.BackwardError, "backward takes tensors, got float", "backward takes tensors")
+def backward_not_tensor(new_tape):
+    return (lambda: tk.backward([1.0])), []
+
+
+# moved and consumed tapes
+@bad(tk.TapeMovedError, ("OwnedTape was moved into the output of op", "add"),
+     ("Use the op's output instead", ".retaped() before the op"))
+def moved_operand(new_tape):
+    x, y = DEV.randn((3,)).trace(), DEV.randn((3,)).trace()
+    z = x + y
+    return (lambda: y * 2), [x, y, z]
+
+
+@bad(tk.TapeMovedError, "OwnedTape was moved into the output of op", "call .retaped() before the op")
+def moved_retaped(new_tape):
+    x = DEV.randn((3,)).trace()
+    z = x.exp()
+    return (lambda: x.retaped()), [x, z]
+
+
+@bad(tk.TapeConsumedError, "tape was consumed by the backward on", "Call backward(retain=True)", per_policy=True)
+def consumed_second_backward(new_tape):
+    out = operand(new_tape, (3,)).sum()
+    out.backward()
+    return (lambda: out.backward()), [out]
+
+
+@bad(tk.TapeConsumedError, "tape was consumed by the backward on", "run tk.backward([...]) over all outputs")
+def consumed_op_after_backward(new_tape):
+    out = DEV.randn((3,)).trace().sum()
+    out.backward()
+    return (lambda: out * 2), [out]
+
+
+@bad(tk.TapeConsumedError, "tape was consumed by the backward on", "run tk.backward([...]) over all outputs at once")
+def consumed_union_other_output(new_tape):
+    u = DEV.randn((3,)).trace(tk.UnionTape()) * 2
+    first, second = u.sum(), (u * 3).sum()
+    first.backward()
+    return (lambda: second.backward()), [u, first, second]
+
+
+# policies mixed
+@bad(tk.TapePolicyError, ("carries a OwnedTape", "a UnionTape", "cannot mix tape policies"),
+     "Trace both with the same policy")
+def policies_mixed_op(new_tape):
+    a, b = operand(tk.OwnedTape, (3,)), operand(tk.UnionTape, (3,))
+    return (lambda: a + b), [a, b]
+
+
+@bad(tk.TapePolicyError, ("tk.backward:", "carries a ArcTape", "cannot mix tape policies"),
+     "Trace both with the same policy")
+def policies_mixed_backward(new_tape):
+    a, b = operand(tk.ArcTape, (3,)).sum(), operand(tk.UnionTape, (3,)).sum()
+    return (lambda: tk.backward([a, b])), [a, b]
+
+
+@bad(tk.TapePolicyError, ("runs inside a GlobalTape block", "carries a OwnedTape"), ".detach() inside the block")
+def policies_mixed_global_block(new_tape):
+    a = operand(tk.OwnedTape, (3,))
+    gt = tk.GlobalTape()
+
+    def call():
+        with gt:
+            a.exp()
+    return call, [a, gt]
+
+
+@bad(tk.TapePolicyError, "met two different GlobalTapes", "run the op inside one `with tape:` block")
+def policies_two_global_tapes(new_tape):
+    with tk.GlobalTape() as g1:
+        a = DEV.randn((3,)).trace(g1) * 2
+    with tk.GlobalTape() as g2:
+        b = DEV.randn((3,)).trace(g2) * 2
+    return (lambda: a + b), [a, b, g1, g2]
+
+
+@bad(tk.TapePolicyError, "was not recorded on", "call backward on the GlobalTape it was recorded on")
+def global_backward_wrong_tape(new_tape):
+    with tk.GlobalTape() as g1:
+        a = (DEV.randn((3,)).trace(g1) * 2).sum()
+    g2 = tk.GlobalTape()
+    return (lambda: g2.backward(a)), [a, g1, g2]
+
+
+@bad(tk.TapePolicyError, "retaped() has no meaning under a GlobalTape", "Use OwnedTape, ArcTape or UnionTape")
+def global_retaped(new_tape):
+    with tk.GlobalTape() as g:
+        a = DEV.randn((3,)).trace(g) * 2
+    return (lambda: a.retaped()), [a, g]
+
+
+@bad(tk.TapePolicyError, "clone() of a tensor with an OwnedTape", "Use .retaped()")
+def owned_clone(new_tape):
+    a = operand(tk.OwnedTape, (3,))
+    return (lambda: a.clone()), [a]
+
+
+@bad(tk.TapePolicyError, "this OwnedTape already belongs to a tensor", "Trace with a fresh tk.OwnedTape()")
+def owned_traced_twice(new_tape):
+    tape = tk.OwnedTape()
+    a = DEV.randn((3,)).trace(tape)
+    b = DEV.randn((3,))
+    return (lambda: b.trace(tape)), [a, b, tape]
+
+
+# missing gradients
+@bad(tk.MissingGradientError, "not in the leaf set of this backward", "Add it to leaves=[...]")
+def missing_not_a_leaf(new_tape):
+    x, w = DEV.tensor([1.0, 2.0]), DEV.tensor([3.0, 4.0])
+    g = (x.trace(tk.OwnedTape(leaves=[x])) * w).sum().backward()
+    return (lambda: g[w]), [x, w, g]
+
+
+@bad(tk.MissingGradientError, "no op recorded on the tape this backward ran", "Trace it (x.trace())")
+def missing_never_an_operand(new_tape):
+    x, w = DEV.tensor([1.0, 2.0]), DEV.tensor([3.0, 4.0])
+    g = (x.trace() * 2).sum().backward()
+    return (lambda: g[w]), [x, w, g]
+
+
+@bad(tk.MissingGradientError, ("on its way to the output", "lives on ArcTape"),
+     "Run tk.backward([...]) over all outputs at once")
+def missing_partitioned(new_tape):
+    x = DEV.tensor([1.0, 2.0]).trace(tk.ArcTape())
+    y = DEV.tensor([4.0, 5.0]).trace(tk.ArcTape())
+    zz = y * 2.0
+    z = x + y
+    with pytest.warns(tk.IncompleteTapeWarning):
+        g = zz.sum().backward()
+    return (lambda: g[y]), [x, y, z, zz, g]
+
+
+# arguments a device cannot use
+@bad(tk.InvalidArgumentError, "unknown backend 'jax'", "use 'numpy' or 'strict'")
+def device_backend(new_tape):
+    return (lambda: tk.Cpu(backend="jax")), []
+
+
+@bad(tk.DTypeError, "unknown dtype 'complex64'", "use one of float32, float64")
+def device_dtype(new_tape):
+    return (lambda: DEV.tensor([1.0], dtype="complex64")), []
+
+
+# -- the test --------------------------------------------------------------------------------------
+def _params():
+    for name, case in CATALOGUE.items():
+        for policy in (POLICIES if case.per_policy else ["union"]):
+            yield pytest.param(name, policy, id=f"{name}-{policy}" if case.per_policy else name)
+
+
+@pytest.mark.parametrize("name, policy", list(_params()))
+def test_bad_call(name: str, policy: str) -> None:
+    case = CATALOGUE[name]
+    block = tk.GlobalTape() if policy == "global" else contextlib.nullcontext()
+    with block as active:
+        new_tape = (lambda: active) if policy == "global" else POLICIES[policy]
+        call, involved = case.build(new_tape)
+        before = [snapshot(t) for t in involved]
+        with pytest.raises(tk.TapekitError) as info:
+            call()
+    assert type(info.value) is case.error, f"{name}: raised {type(info.value).__name__}: {info.value}"
+    message = str(info.value)
+    for text in case.problem + case.fix:
+        assert text in message, f"{name}: {text!r} not in the message {message!r}"
+    assert [snapshot(t) for t in involved] == before, f"{name} changed a tape or tensor it was given"
+
+
+def test_catalogue_size() -> None:
+    assert len(CATALOGUE) >= 40
+    assert len(list(_params())) >= 100
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_snapshot_sees_a_successful_op(policy: str) -> None:
+    """The check above can fail: an op that succeeds changes what ``snapshot`` records."""
+    block = tk.GlobalTape() if policy == "global" else contextlib.nullcontext()
+    with block as active:
+        new_tape = (lambda: active) if policy == "global" else POLICIES[policy]
+        a, b = operand(new_tape, (3,)), operand(new_tape, (3,))
+        before = [snapshot(a), snapshot(b)]
+        a + b
+    assert [snapshot(a), snapshot(b)] != before
