@@ -51,6 +51,7 @@ class Device:
 
     xp: Any
     kind: str = "device"
+    takes_out: bool = False  # the namespace's functions take ``out=`` (backward writes into preallocated buffers)
 
     def __init__(self, seed: int = 0) -> None:
         self.seed = seed
@@ -127,16 +128,20 @@ class Device:
         return self._wrap(self.from_numpy(host.astype(dtype_name(wanted), copy=False)), name)
 
     def zeros(self, shape: int | Sequence[int], dtype: Any = None, name: str | None = None) -> "Tensor":
+        """A tensor of zeros (float32 unless ``dtype`` says otherwise)."""
         return self._wrap(self.xp.zeros(_shape(shape), dtype=self.dtype(dtype), **self._placement()), name)
 
     def ones(self, shape: int | Sequence[int], dtype: Any = None, name: str | None = None) -> "Tensor":
+        """A tensor of ones."""
         return self._wrap(self.xp.ones(_shape(shape), dtype=self.dtype(dtype), **self._placement()), name)
 
     def full(self, shape: int | Sequence[int], value: float, dtype: Any = None,
              name: str | None = None) -> "Tensor":
+        """A tensor filled with ``value``."""
         return self._wrap(self.xp.full(_shape(shape), value, dtype=self.dtype(dtype), **self._placement()), name)
 
     def zeros_like(self, t: "Tensor", name: str | None = None) -> "Tensor":
+        """Zeros of ``t``'s shape and dtype."""
         return self.zeros(t.shape, dtype=t.dtype, name=name)
 
     def randn(self, shape: int | Sequence[int], dtype: Any = None, name: str | None = None) -> "Tensor":
@@ -182,6 +187,7 @@ class Cpu(Device):
             raise InvalidArgumentError(f"unknown backend {backend!r}; use 'numpy' or 'strict'")
         self.backend = backend
         self.where = where
+        self.takes_out = backend == "numpy"
 
     @property
     def place(self) -> tuple:
@@ -227,6 +233,7 @@ class Cuda(Device):
     """NVIDIA GPU storage through CuPy (imported when the device is made)."""
 
     kind = "cuda"
+    takes_out = True
 
     def __init__(self, device_id: int = 0, seed: int = 0) -> None:
         super().__init__(seed)
