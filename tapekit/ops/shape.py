@@ -130,10 +130,11 @@ def getitem(t: Tensor, key: Any) -> Tensor:
     """``t[key]``: basic indexing (ints, slices, ``None``, ``...``) or an integer array along axis 0,
     whose backward adds the gradients of repeated indices."""
     xp, device = t.device.xp, t.device
+    shape = t.shape  # rules keep the shape, not the tensor: no tape -> record -> tensor cycle
     index = _integer_index(key, t)
     if index is not None:
         out = xp.take(t.data, index, axis=0)
-        return emit("index", out, (t,), (lambda g: device.index_add(t.shape, index, g),), device)
+        return emit("index", out, (t,), (lambda g: device.index_add(shape, index, g),), device)
     asked, key = key, key if isinstance(key, tuple) else (key,)
     if not any(k is Ellipsis for k in key):
         key = key + (...,)  # numpy's implicit trailing axes, spelled out for the array API
@@ -142,7 +143,6 @@ def getitem(t: Tensor, key: Any) -> Tensor:
     except (IndexError, ValueError, TypeError) as err:
         raise IndexingError(f"t[{asked!r}] is not a valid index for shape {t.shape}: {err}. Use ints, slices, "
                             f"None and ..., or one integer array along axis 0.") from None
-    shape = t.shape
     plain = tuple(k for k in key if k is not None)  # setitem takes no new axes
     plain_shape = out.shape if plain == key else t.data[plain].shape
 

@@ -17,16 +17,16 @@ class UnionTape(SharedTape):
 
     def __init__(self, grads: Gradients | None = None, leaves=None) -> None:
         super().__init__(grads, leaves)
-        self._parent: UnionTape = self
+        self._parent: UnionTape | None = None  # None at a root (not itself: no reference cycle)
         self._size = 1
         self._others: list[list[Record]] = []  # record lists of the tapes merged into this root
 
     def _store(self) -> "UnionTape":
         root = self
-        while root._parent is not root:
+        while root._parent is not None:
             root = root._parent
         node = self
-        while node._parent is not root:  # path compression
+        while node._parent is not None and node._parent is not root:  # path compression
             node._parent, node = root, node._parent
         return root
 
