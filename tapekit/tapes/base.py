@@ -57,7 +57,7 @@ class Record:
                     value = cell.cell_contents
                 except ValueError:
                     continue
-                if hasattr(value, "shape") and hasattr(value, "dtype") and hasattr(value.dtype, "itemsize"):
+                if hasattr(value, "shape") and isinstance(getattr(getattr(value, "dtype", None), "itemsize", None), int):
                     seen[id(value)] = value
         return sum(v.size * v.dtype.itemsize for v in seen.values())
 
