@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import warnings
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
 from .errors import BackwardError, DeviceMismatchError, DTypeError, IncompleteTapeWarning, ShapeError, TapeConsumedError
 from .gradients import Gradients
-from .history import coverage
+from .history import Coverage, coverage
 from .ids import label
 from .ops.core import unbroadcast
 from .tapes.base import Record, Tape, consumed_error, raise_spent
@@ -29,7 +29,8 @@ def backward(outputs: Any, seeds: Sequence[Any] | None = None, retain: bool = Fa
     tapes = [_tape_of(out) for out in outputs]
     check_one_policy(outputs, tapes, "tk.backward")
     by = "the backward on " + ", ".join(out.label for out in outputs)
-    cov = coverage(outputs, {tape._store() for tape in tapes})
+    stores = {tape._store() for tape in tapes}
+    cov = Coverage([]) if _holds_history(outputs, stores) else coverage(outputs, stores)
     if not cov.complete:
         if not tapes[0].allows_partial:
             raise TapeConsumedError(cov.summary(", ".join(out.label for out in outputs)))
@@ -43,6 +44,22 @@ def backward(outputs: Any, seeds: Sequence[Any] | None = None, retain: bool = Fa
         _release(records, by)
         tape._after_backward(outputs, by)
     return grads.drop_non_leaves()
+
+
+def _holds_history(outputs: Sequence[Tensor], stores: Iterable[Tape]) -> bool:
+    """Whether ``stores`` hold the outputs' whole history, checked in one pass over their records:
+    each output's record and each record's parents are on them. (When not, ``coverage`` walks the
+    history to say what is missing.)"""
+    records = [rec for store in stores for rec in store.records]
+    homes = {id(rec.home) for rec in records}
+    for out in outputs:
+        if out._record is not None and id(out._record.home) not in homes:
+            return False
+    for rec in records:
+        for parent in rec.parents:
+            if parent is not None and id(parent.home) not in homes:
+                return False
+    return True
 
 
 def _run(records: list[Record], grads: Gradients, outputs: Sequence[Tensor], seeds: Sequence[Any]) -> None:

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..errors import AxisError, DeviceMismatchError, ShapeError
 from ..ids import label, next_id
-from ..tapes.base import Record, SpentTape, moved_error
+from ..tapes.base import Record, SpentTape, moved_into
 from ..tapes.merge import merge_tapes, operand_tapes
 from ..tensor import Tensor
 
@@ -31,28 +31,34 @@ def emit(name: str, out: Any, inputs: Sequence[Any], rules: Sequence[Callable | 
     if not tapes:
         return Tensor(out, device)
     rid = next_id()
-    tape = merge_tapes(tapes, f"#{rid} {name}")
+    tape = tapes[0] if len(tapes) == 1 else merge_tapes(tapes, f"#{rid} {name}")
     result = Tensor(out, device, tape)
-    ids, shapes, parents, used = [], [], [], []
-    for t, rule in zip(inputs, rules):
-        if isinstance(t, Tensor):
-            ids.append(t.id)
-            shapes.append(t.data.shape)
-            parents.append(t._record)
-            used.append(rule)
-        else:
-            ids.append(None)
-            shapes.append(())
-            parents.append(None)
-            used.append(None)
-    rec = Record(rid, name, tuple(ids), tuple(shapes), result.id, out.shape, out.dtype, used, tuple(parents))
+    ids, shapes, parents, rules = _operands(inputs, rules)
+    rec = Record(rid, name, ids, shapes, result.id, out.shape, out.dtype, rules, parents)
     tape._record(rec)
     result._record = rec
     if tape.moves:
         for t in inputs:
             if isinstance(t, Tensor) and t._tape is not None:
-                t._tape = SpentTape(moved_error(label(t.id), f"#{rid} {name}", f" (now held by {label(result.id)})"))
+                t._tape = SpentTape(moved_into, t.id, rid, name, result.id)
     return result
+
+
+def _operands(inputs: Sequence[Any], rules: Sequence[Callable | None]) -> tuple[tuple, tuple, tuple, tuple]:
+    """Ids, shapes, producing records and rules of an op's operands (for a number: None, (), None,
+    None). One or two tensors, the common case, take the short way."""
+    if len(inputs) == 1:
+        (a,) = inputs
+        return (a.id,), (a.data.shape,), (a._record,), tuple(rules)
+    if len(inputs) == 2:
+        a, b = inputs
+        if isinstance(a, Tensor) and isinstance(b, Tensor):
+            return (a.id, b.id), (a.data.shape, b.data.shape), (a._record, b._record), tuple(rules)
+    tensors = [isinstance(t, Tensor) for t in inputs]
+    return (tuple(t.id if is_t else None for t, is_t in zip(inputs, tensors)),
+            tuple(t.data.shape if is_t else () for t, is_t in zip(inputs, tensors)),
+            tuple(t._record if is_t else None for t, is_t in zip(inputs, tensors)),
+            tuple(rule if is_t else None for rule, is_t in zip(rules, tensors)))
 
 
 def unbroadcast(xp: Any, grad: Any, shape: tuple[int, ...]) -> Any:

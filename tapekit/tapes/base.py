@@ -194,14 +194,23 @@ def _by_id(rec: Record) -> int:
 
 
 class SpentTape(Tape):
-    """What a tensor carries after its tape was moved away or consumed: using it raises."""
+    """What a tensor carries after its tape was moved away or consumed: using it raises.
+
+    It holds no records and no gradients. Its error is written only when asked for
+    (``make(*args)``): under OwnedTape every op spends its operands' handles, and most of them are
+    never touched again.
+    """
 
     policy = "spent"
-    __slots__ = ()
+    __slots__ = ("_make", "_args")
 
-    def __init__(self, error: Exception) -> None:
-        super().__init__()
-        self._spent = error
+    def __init__(self, make: Callable[..., Exception], *args: Any) -> None:
+        self._make = make
+        self._args = args
+
+    @property
+    def _spent(self) -> Exception:  # type: ignore[override]  # computed here, a slot on live tapes
+        return self._make(*self._args)
 
     def _store(self) -> "Tape":
         raise_spent(self)
@@ -212,6 +221,11 @@ def raise_spent(tape: Tape) -> None:
     """Raise a fresh copy of the error a spent tape stands for."""
     err = tape._spent
     raise type(err)(*err.args)
+
+
+def moved_into(tid: int, rid: int, op: str, out: int) -> TapeMovedError:
+    """The error of a handle (tensor ``tid``) whose OwnedTape op ``rid`` moved into tensor ``out``."""
+    return moved_error(label(tid), f"#{rid} {op}", f" (now held by {label(out)})")
 
 
 def moved_error(who: str, op: str, into: str) -> TapeMovedError:

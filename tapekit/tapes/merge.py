@@ -7,11 +7,28 @@ from typing import Any, Sequence
 from ..errors import TapePolicyError
 from ..ids import label
 from .base import Tape, raise_spent
-from .global_ import GlobalTape, active_global
+from .global_ import GlobalTape, _active, active_global
 
 
-def operand_tapes(inputs: Sequence[Any], op: str) -> list[Tape]:
+def operand_tapes(inputs: Sequence[Any], op: str) -> Sequence[Tape]:
     """The tapes an op will merge, checked: none spent, one policy. Changes nothing."""
+    tape = None
+    for t in inputs:  # the common case first: at most one tape among the operands, no GlobalTape block
+        other = getattr(t, "_tape", None)
+        if other is not None and other is not tape:
+            if tape is not None:
+                return _checked_tapes(inputs, op)
+            tape = other
+    if _active.get():
+        return _checked_tapes(inputs, op)
+    if tape is None:
+        return ()
+    if tape._spent is not None:
+        raise_spent(tape)
+    return (tape,)
+
+
+def _checked_tapes(inputs: Sequence[Any], op: str) -> list[Tape]:
     tapes: list[Tape] = []
     holders: list[Any] = []
     for t in inputs:

@@ -36,4 +36,4 @@ class OwnedTape(Tape):
     def _after_backward(self, outputs: Sequence[Any], by: str) -> None:
         self._spent = consumed_error(f"tape {self.label}", by)
         for out in outputs:
-            out._tape = SpentTape(consumed_error(out.label, by))
+            out._tape = SpentTape(consumed_error, out.label, by)

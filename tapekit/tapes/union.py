@@ -2,9 +2,30 @@
 
 from __future__ import annotations
 
+import weakref
+
 from .arc import SharedTape
 from .base import LOCK, Record, Tape, _by_id
 from ..gradients import Gradients
+
+
+class Home:
+    """Where the records a UnionTape recorded live: that tape, or once it merged, its union's root.
+    Records keep this rather than a weak reference to the tape, because a merged tape may lose its
+    last holder while its records live on in the union. Like the tapes, homes form a tree that
+    points only up, so no reference cycle keeps anything alive."""
+
+    __slots__ = ("tape", "up")
+
+    def __init__(self, tape: "UnionTape") -> None:
+        self.tape = weakref.ref(tape)
+        self.up: Home | None = None  # the home of the tape this one merged into
+
+    def __call__(self) -> "UnionTape | None":
+        home = self
+        while home.up is not None:
+            home = home.up
+        return home.tape()
 
 
 class UnionTape(SharedTape):
@@ -20,6 +41,7 @@ class UnionTape(SharedTape):
         self._parent: UnionTape | None = None  # None at a root (not itself: no reference cycle)
         self._size = 1
         self._others: list[list[Record]] = []  # record lists of the tapes merged into this root
+        self._ref = Home(self)
 
     def _store(self) -> "UnionTape":
         root = self
@@ -37,6 +59,7 @@ class UnionTape(SharedTape):
                 return left
             big, small = (left, right) if left._size >= right._size else (right, left)
             small._parent = big
+            small._ref.up = big._ref
             big._size += small._size
             big._others.append(small._records)
             big._others.extend(small._others)
