@@ -19,6 +19,7 @@ from ..ids import label
 
 LOCK = threading.RLock()  # guards every change to a tape that several holders share
 _labels = itertools.count()
+_births = itertools.count()  # creation order of tapes, so pictures can colour them stably
 
 
 class Record:
@@ -79,7 +80,7 @@ class Tape:
     policy = "tape"
     moves = False  # True when an op takes its operands' tapes away from them (OwnedTape)
     allows_partial = False  # True: a backward that cannot see all its history warns instead of raising
-    __slots__ = ("_records", "_grads", "_label", "_ref", "_spent", "__weakref__")
+    __slots__ = ("_records", "_grads", "_label", "_ref", "_spent", "_born", "__weakref__")
 
     def __init__(self, grads: Gradients | None = None, leaves: Iterable[Any] | None = None) -> None:
         if grads is None:
@@ -91,6 +92,7 @@ class Tape:
         self._label: str | None = None
         self._ref = weakref.ref(self)
         self._spent: Exception | None = None  # set once this object can no longer record
+        self._born = next(_births)
 
     # -- the interface the ops and backward use ----------------------------------------------
     def _store(self) -> "Tape":
