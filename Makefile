@@ -38,7 +38,7 @@ lab: $(VENV)/.lab-installed graphviz
 	$(BIN)/jupyter lab --ip=127.0.0.1 --no-browser --notebook-dir=notebooks $(if $(ROOT),--allow-root)
 
 test: $(VENV)/.test-installed graphviz chromium
-	$(BIN)/python -m pytest -n 2 tests
+	$(BIN)/python -m pytest -n 2 --dist loadgroup tests
 
 bench: $(VENV)/.bench-installed
 	$(BIN)/python -m benchmarks

@@ -1,0 +1,89 @@
+"""Debian's Chromium, headless, driven by Playwright through ``executable_path``.
+
+Playwright's own browser downloads are never used. The browser gets a profile directory of its
+own; every Chromium process started for it carries that directory on its command line, which is how
+`stop()` finds their process ids and ends any that outlive a normal close.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import tempfile
+import time
+from pathlib import Path
+
+EXECUTABLE = Path("/usr/bin/chromium")
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+        "--disable-sync", "--no-first-run"]
+VIEWPORT = {"width": 1400, "height": 1000}
+STOP_TIMEOUT_S = 10.0
+
+
+def pids_with(marker: str) -> list[int]:
+    """Ids of the processes whose command line contains ``marker``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if marker.encode() in cmdline:
+                found.append(int(entry.name))
+    return found
+
+
+class Chromium:
+    """One headless Chromium with one browser context, launched by a running ``sync_playwright()``;
+    `new_page()` opens a tab, `stop()` ends the browser."""
+
+    def __init__(self, playwright, executable: Path = EXECUTABLE):
+        self.playwright = playwright
+        self.executable = executable
+        self.profile = Path(tempfile.mkdtemp(prefix="tapekit-chromium-"))
+        self.marker = f"--user-data-dir={self.profile}"
+        self.pids: list[int] = []
+        self.context = None
+
+    def start(self) -> "Chromium":
+        try:
+            self.context = self.playwright.chromium.launch_persistent_context(
+                self.profile, executable_path=str(self.executable), headless=True, args=ARGS, viewport=VIEWPORT)
+        except BaseException:
+            self.stop()
+            raise
+        self.pids = pids_with(self.marker)
+        return self
+
+    def new_page(self):
+        return self.context.new_page()
+
+    def stop(self) -> None:
+        """Close the browser, then end by id every one of its processes still running."""
+        pids = sorted(set(self.pids) | set(pids_with(self.marker)))
+        try:
+            if self.context is not None:
+                self.context.close()
+        finally:
+            kill_survivors(pids, self.marker)
+            shutil.rmtree(self.profile, ignore_errors=True)
+
+    def __enter__(self) -> "Chromium":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def kill_survivors(pids: list[int], marker: str) -> None:
+    """SIGKILL those of ``pids`` still running Chromium for this profile after a short grace period."""
+    deadline = time.monotonic() + STOP_TIMEOUT_S
+    while time.monotonic() < deadline and set(pids) & set(pids_with(marker)):
+        time.sleep(0.1)
+    for pid in set(pids) & set(pids_with(marker)):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass

@@ -1,0 +1,67 @@
+"""The checks of the notebook test can fail: a notebook broken on purpose is reported fault by fault,
+and the server and the browser leave no process behind."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from chromium import Chromium, pids_with
+from lab_server import LabServer
+from notebook_page import NotebookPage
+
+pytestmark = pytest.mark.xdist_group("browser")
+
+
+def test_a_broken_notebook_is_reported_fault_by_fault(page, lab):
+    notebook = NotebookPage(page, lab, "fixtures/broken.ipynb").open()
+    problems = notebook.problems(notebook.run_all())
+    assert len(problems) == 6, problems
+    assert problems[0] == 'the page shows "Error displaying widget"'
+    assert problems[1].startswith("cell 2: a widget is not rendered; the page shows 'Error displaying widget")
+    assert problems[2].startswith("cell 3: an SVG picture is not rendered")
+    assert problems[3].startswith("cell 4: a picture is shown as DOT source instead of SVG: 'digraph tapekit {")
+    assert problems[4] == "cell 6: raised ZeroDivisionError: division by zero"
+    assert problems[5] == "cell 7: did not run (prompt '[ ]:')"
+
+
+def group_members(pgid: int) -> list[int]:
+    """Ids of the live (not zombie) processes in process group ``pgid``."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        state, _ppid, group = stat.rsplit(")", 1)[1].split()[:3]
+        if int(group) == pgid and state != "Z":
+            members.append(int(entry.name))
+    return members
+
+
+def test_stopping_the_server_ends_it_and_its_kernels():
+    server = LabServer({"fixtures": Path(__file__).parent / "fixtures"}).start()
+    try:
+        request = urllib.request.Request(server.url("api/kernels"), data=b"{}", method="POST")
+        with urllib.request.urlopen(request, timeout=60) as reply:
+            assert json.load(reply)["name"] == "python3"
+        assert len(group_members(server.process.pid)) >= 2  # the server and its kernel
+    finally:
+        server.stop()
+    assert group_members(server.process.pid) == []
+    assert not server.home.exists()
+
+
+def test_stopping_the_browser_ends_every_chromium_process(chromium):
+    browser = Chromium(chromium.playwright).start()
+    try:
+        assert browser.new_page().evaluate("1 + 1") == 2
+        pids = pids_with(browser.marker)
+        assert browser.pids and set(browser.pids) <= set(pids)
+    finally:
+        browser.stop()
+    assert pids_with(browser.marker) == []
+    assert not browser.profile.exists()
