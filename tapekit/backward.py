@@ -65,6 +65,7 @@ def _holds_history(outputs: Sequence[Tensor], stores: Iterable[Tape]) -> bool:
 def _run(records: list[Record], grads: Gradients, outputs: Sequence[Tensor], seeds: Sequence[Any]) -> None:
     device = outputs[0].device
     xp, count, arrays, accumulate = device.xp, device.count, grads._arrays, grads.accumulate
+    clean = grads.clean_buffer if device.takes_out else _no_buffer
     for out, seed in zip(outputs, seeds):
         accumulate(out.id, seed, device)
     for rec in reversed(records):
@@ -77,12 +78,27 @@ def _run(records: list[Record], grads: Gradients, outputs: Sequence[Tensor], see
         for tid, shape, rule in zip(rec.inputs, rec.shapes, rec.rules):
             if rule is None:
                 continue
+            buf = clean(tid)  # a zeroed preallocated buffer: write the gradient straight into it
+            if buf is not None and getattr(rule, "fills", False):
+                rule(g, out=buf)
+                grads.filled(tid)
+                continue
             gi = rule(g)
             if gi.shape != shape:
+                if buf is not None:
+                    if gi is not g:
+                        count(gi)
+                    unbroadcast(xp, gi, shape, out=buf)
+                    grads.filled(tid)
+                    continue
                 gi = unbroadcast(xp, gi, shape)
             if gi is not g:
                 count(gi)
             accumulate(tid, gi, device)
+
+
+def _no_buffer(tid: int) -> None:
+    """No buffer to write into: the device's namespace takes no ``out=``."""
 
 
 def _release(records: list[Record], by: str) -> None:

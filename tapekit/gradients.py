@@ -4,8 +4,16 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Iterator
 
+import numpy as np
+
 from .errors import MissingGradientError
 from .ids import label
+
+
+def _updatable(array: Any) -> Any:
+    """``array``, made a 0-d array if numpy turned it into a scalar (as it does with 0-d sums):
+    an owned entry is updated in place, and ``+=`` on a scalar would make a new one instead."""
+    return np.asarray(array) if isinstance(array, np.generic) else array
 
 
 def tensor_id(key: Any) -> int:
@@ -24,11 +32,12 @@ class Gradients:
     A lookup that finds nothing raises ``MissingGradientError`` saying why the entry is missing.
     """
 
-    __slots__ = ("_arrays", "_owned", "leaves", "_why", "_ran")
+    __slots__ = ("_arrays", "_owned", "_clean", "leaves", "_why", "_ran")
 
     def __init__(self, leaves: Iterable[Any] | None = None) -> None:
         self._arrays: dict[int, Any] = {}
         self._owned: set[int] = set()  # entries whose arrays Gradients may update in place
+        self._clean: set[int] = set()  # owned entries known to hold zeros: backward may write into them
         self.leaves: frozenset[int] | None = None if leaves is None else frozenset(map(tensor_id, leaves))
         self._why: dict[int, str] = {}
         self._ran: str | None = None  # which backward filled these gradients, for messages
@@ -62,11 +71,14 @@ class Gradients:
 
     # -- changes ----------------------------------------------------------------------------
     def alloc(self, tensor: Any) -> Any:
-        """A zeroed buffer for ``tensor`` that backward accumulates into in place."""
+        """A zeroed buffer for ``tensor`` that backward accumulates into in place. While it holds
+        zeros (after ``alloc`` or ``zero_``), a backward on numpy or CuPy writes a matmul or
+        un-broadcast gradient straight into it, allocating nothing."""
         buf = tensor.device.count(tensor.device.xp.zeros(tensor.shape, dtype=tensor.dtype,
                                                           **tensor.device._placement()))
         self._arrays[tensor.id] = buf
         self._owned.add(tensor.id)
+        self._clean.add(tensor.id)
         return buf
 
     def zero_(self) -> "Gradients":
@@ -77,6 +89,7 @@ class Gradients:
             else:
                 self._arrays[tid] = arr * 0
                 self._owned.add(tid)
+        self._clean = set(self._owned)
         return self
 
     def drop_non_leaves(self) -> "Gradients":
@@ -85,6 +98,7 @@ class Gradients:
             for tid in [t for t in self._arrays if t not in self.leaves]:
                 del self._arrays[tid]
                 self._owned.discard(tid)
+                self._clean.discard(tid)
         return self
 
     def accumulate(self, tid: int, grad: Any, device: Any) -> None:
@@ -96,18 +110,30 @@ class Gradients:
             arrays[tid] = grad
         elif tid in self._owned:
             old += grad
+            self._clean.discard(tid)
         else:
             arrays[tid] = device.count(old + grad)
             self._owned.add(tid)
+
+    def clean_buffer(self, tid: int) -> Any:
+        """The zeroed buffer of ``tid`` that a backward rule may write its gradient straight into,
+        or ``None``; the caller reports a write with ``filled``."""
+        return self._arrays[tid] if tid in self._clean else None
+
+    def filled(self, tid: int) -> None:
+        """A backward rule wrote the gradient of ``tid`` into its clean buffer."""
+        self._clean.discard(tid)
 
     def _absorb(self, other: "Gradients") -> None:
         """Take ``other``'s entries (``other`` wins on equal ids) and unite the leaf sets."""
         self._arrays.update(other._arrays)
         self._owned.difference_update(other._arrays)
         self._owned.update(other._owned)
+        self._clean.difference_update(other._arrays)
+        self._clean.update(other._clean)
         self._why.update(other._why)
         self.leaves = None if self.leaves is None or other.leaves is None else self.leaves | other.leaves
-        other._arrays, other._owned, other._why = {}, set(), {}
+        other._arrays, other._owned, other._clean, other._why = {}, set(), set(), {}
 
     def _keep_left(self, left: "Gradients") -> None:
         """Absorb ``left`` into this one with ``self`` (the right side) winning on equal ids."""
@@ -116,8 +142,10 @@ class Gradients:
                 self._arrays[tid] = arr
                 if tid in left._owned:
                     self._owned.add(tid)
+                if tid in left._clean:
+                    self._clean.add(tid)
         self.leaves = None if self.leaves is None or left.leaves is None else self.leaves | left.leaves
-        left._arrays, left._owned, left._why = {}, set(), {}
+        left._arrays, left._owned, left._clean, left._why = {}, set(), set(), {}
 
     # -- explanations -----------------------------------------------------------------------
     def why_missing(self, tid: int) -> str:

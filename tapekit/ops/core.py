@@ -61,13 +61,26 @@ def _operands(inputs: Sequence[Any], rules: Sequence[Callable | None]) -> tuple[
             tuple(rule if is_t else None for rule, is_t in zip(rules, tensors)))
 
 
-def unbroadcast(xp: Any, grad: Any, shape: tuple[int, ...]) -> Any:
-    """Sum ``grad`` over the axes that broadcasting added or stretched, back to ``shape``."""
+def unbroadcast(xp: Any, grad: Any, shape: tuple[int, ...], out: Any = None) -> Any:
+    """Sum ``grad`` over the axes that broadcasting added or stretched, back to ``shape``.
+
+    ``out`` (numpy and CuPy only) is an array of ``shape`` to write the sum into instead of a new one.
+    """
     lead = grad.ndim - len(shape)
     axes = tuple(range(lead)) + tuple(lead + i for i, n in enumerate(shape) if n == 1 and grad.shape[lead + i] != 1)
+    if out is not None:
+        xp.sum(grad, axis=axes, keepdims=True, out=out[(None,) * lead])
+        return out
     if axes:
         grad = xp.sum(grad, axis=axes)
     return xp.reshape(grad, shape)
+
+
+def fills(rule: Callable) -> Callable:
+    """Mark a backward rule that can write its gradient into a zeroed buffer: ``rule(g, out=buf)``.
+    The engine passes ``out`` only on devices whose namespace takes it (numpy, CuPy)."""
+    rule.fills = True
+    return rule
 
 
 def broadcast_shape(a: tuple[int, ...], b: tuple[int, ...], op: str) -> tuple[int, ...]:
