@@ -1,0 +1,12 @@
+"""Pictures of tapes: the op DAG coloured by tape (``dag``), and how a program's records are split
+across tapes at chosen moments (``snapshot``, ``plot_partition``). One legend everywhere: one
+colour per tape, leaves outlined, outputs bold, a missing gradient in red."""
+
+from .dag import dag, draw
+from .palette import TAPE_COLOURS, TapeColours
+from .partition import OutputShare, Snapshot, TapeShare, colours_of, plot_partition, snapshot
+from .picture import Picture
+from .scene import Scene, capture
+
+__all__ = ["dag", "draw", "snapshot", "plot_partition", "colours_of", "Snapshot", "TapeShare", "OutputShare",
+           "Picture", "Scene", "capture", "TapeColours", "TAPE_COLOURS"]

@@ -1,0 +1,129 @@
+"""``tk.viz.dag``: the ops behind some tensors as a graph, coloured by the tape holding each record.
+
+Tensors are record nodes ``name | shape | grad ✓/✗``, ops are small boxes, edges follow the data.
+An op and its output take the colour of the tape that holds the op's record (grey once a backward
+consumed it); leaves are outlined, outputs bold with an outline in the colour of the tape they
+carry, a missing gradient is red. Tensors and tapes are numbered in order of appearance, so the
+DOT text of a program is the same whatever ran before it.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any, Mapping
+
+from .palette import CONSUMED, LEAF, MISSING, TapeColours, lighten
+from .picture import Picture
+from .scene import OpView, Scene, TensorView, capture, plural, tensors_given
+
+FONT = "Helvetica"
+
+
+def dag(*tensors: Any, grads: Any = None, names: Mapping[str, Any] | None = None,
+        colours: TapeColours | None = None) -> Picture:
+    """The op DAG behind ``tensors`` as a ``graphviz.Digraph`` (SVG in Jupyter).
+
+    ``grads``: a ``Gradients``; each tensor then shows ``grad ✓`` or, in red, ``grad ✗``.
+    ``names``: a mapping such as ``locals()`` naming tensors that have no ``name=``.
+    ``colours``: which colour each tape gets (default: tapes ranked by creation among those shown);
+    pass ``tk.viz.colours_of(*snapshots)`` to match a partition plot.
+    """
+    return draw(capture(tensors_given(tensors, "tk.viz.dag"), grads, names), colours)
+
+
+def draw(scene: Scene, colours: TapeColours | None = None) -> Picture:
+    """The picture of a captured scene."""
+    colours = colours or TapeColours(scene.tapes)
+    count = len(scene.tensors) + len(scene.ops)
+    side = f"{max(12.0, 1.3 * count):g}"  # inches: room enough that dot need not shrink the text
+    graph = Picture("tapekit", graph_attr={"rankdir": "TB", "size": f"{side},{side}", "fontname": FONT,
+                                           "nodesep": "0.25", "ranksep": "0.35"},
+                    node_attr={"fontname": FONT, "fontsize": "11"}, edge_attr={"arrowsize": "0.7"})
+    ids = {tid: f"t{i}" for i, tid in enumerate(scene.tensors, 1)}
+    for tid, view in scene.tensors.items():
+        graph.node(ids[tid], _tensor_label(view), **_tensor_style(view, colours))
+    for i, op in enumerate(scene.ops, 1):
+        node = f"op{i}"
+        colour = colours.colour(op.tape)
+        graph.node(node, op.name, **_op_style(op, colour))
+        for tid in op.inputs:
+            if tid is not None:
+                graph.edge(ids[tid], node, color="#555555")
+        graph.edge(node, ids[op.out], color=colour, penwidth="1.5")
+    graph.node("legend", _legend(scene, colours), shape="plaintext", fontsize="10")
+    return graph
+
+
+def _escape(text: str) -> str:
+    """Text safe inside a DOT record label."""
+    for ch in "\\{}|<>\"":
+        text = text.replace(ch, "\\" + ch)
+    return text
+
+
+def _shape_text(shape: tuple[int, ...]) -> str:
+    return "(" + ", ".join(map(str, shape)) + ("," if len(shape) == 1 else "") + ")"
+
+
+def _tensor_label(view: TensorView) -> str:
+    fields = [_escape(view.name), _shape_text(view.shape)]
+    if view.grad is not None:
+        fields.append("grad ✓" if view.grad else "grad ✗")
+    return "|".join(fields)
+
+
+def _tensor_style(view: TensorView, colours: TapeColours) -> dict[str, str]:
+    if view.leaf:
+        style = {"shape": "record", "style": "filled", "fillcolor": "white", "penwidth": "1.5",
+                 "color": LEAF if view.carries is None else colours.colour(view.carries)}
+    else:
+        colour = colours.colour(view.made_on)
+        style = {"shape": "record", "style": "filled", "fillcolor": lighten(colour), "color": colour}
+    if view.output:
+        style.update(penwidth="3", fontname=f"{FONT}-Bold")
+        if view.carries is not None:
+            style["color"] = colours.colour(view.carries)
+    if view.grad is False:
+        style["fontcolor"] = MISSING
+    return style
+
+
+def _op_style(op: OpView, colour: str) -> dict[str, str]:
+    style = {"shape": "box", "style": "rounded,filled", "fillcolor": colour, "color": colour, "fontsize": "10",
+             "height": "0.25", "margin": "0.06,0.03", "fontcolor": _text_on(colour)}
+    if op.tape is None:
+        style.update(style="rounded,filled,dashed", fillcolor=lighten(CONSUMED, 0.5), color=CONSUMED)
+    return style
+
+
+def _text_on(colour: str) -> str:
+    """Black or white, whichever reads better on ``colour``."""
+    r, g, b = (int(colour[i:i + 2], 16) for i in (1, 3, 5))
+    return "black" if 0.299 * r + 0.587 * g + 0.114 * b > 140 else "white"
+
+
+def _legend(scene: Scene, colours: TapeColours) -> str:
+    """An HTML-like table explaining every colour and mark the picture uses."""
+    rows = []
+    for birth in sorted(scene.tapes, key=colours.rank):
+        tape = scene.tapes[birth]
+        rows.append(_row(colours.colour(birth), "", f"{colours.name(birth)}: {tape.policy}, "
+                                                     f"holds {plural(tape.records, 'record')}"))
+    for fate in sorted({op.fate for op in scene.ops if op.tape is None}):
+        what = "consumed by a backward" if fate == "consumed" else "dropped with its tape"
+        rows.append(_row(lighten(CONSUMED, 0.5), "", f"no tape any more: {what}"))
+    rows.append(_row("white", "x", "outlined: a leaf (no op here made it)"))
+    if any(v.output for v in scene.tensors.values()):
+        rows.append(_row("white", "<B>y</B>", "bold: an output asked about; its outline is the tape it carries"))
+    if any(v.grad is not None for v in scene.tensors.values()):
+        rows.append(_row("white", "✓", "grad ✓: has a gradient"))
+        rows.append(_row("white", f'<FONT COLOR="{MISSING}">✗</FONT>', "grad ✗: gradient missing", MISSING))
+    head = ('<TR><TD COLSPAN="2"><B>legend</B>: an op and its output take the colour of the tape holding '
+            'its record</TD></TR>')
+    return f'<<TABLE BORDER="0" CELLBORDER="1" CELLSPACING="0" CELLPADDING="3">{head}{"".join(rows)}</TABLE>>'
+
+
+def _row(swatch: str, sample: str, text: str, ink: str | None = None) -> str:
+    """A legend row: a swatch cell (``sample`` is HTML) and its explanation, in ``ink`` if given."""
+    text = html.escape(text) if ink is None else f'<FONT COLOR="{ink}">{html.escape(text)}</FONT>'
+    return f'<TR><TD BGCOLOR="{swatch}" WIDTH="18">{sample}</TD><TD ALIGN="LEFT">{text}</TD></TR>'

@@ -1,0 +1,191 @@
+"""How the records of a program are split across tapes at one moment (``snapshot``), and a plot of
+one or more such moments side by side (``plot_partition``), in the DAG's tape colours."""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Mapping
+
+from ..history import coverage, history, home_of
+from ..inspect import tapes as live_tapes
+from .palette import CONSUMED, TapeColours
+from .scene import capture, live_store, plural, tensors_given
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+
+@dataclass(frozen=True)
+class TapeShare:
+    """One live tape at the moment of a snapshot."""
+
+    birth: int
+    label: str
+    policy: str
+    records: int
+    grad_entries: int
+    nbytes: int
+
+
+@dataclass(frozen=True)
+class OutputShare:
+    """Where one output's history lives, and how much of it the tape the output holds can see.
+
+    ``split`` maps the birth of each tape holding records of the history (``None``: no tape any
+    more) to how many it holds; ``reachable`` counts the leaves whose gradient a backward on the
+    output alone would produce."""
+
+    name: str
+    carries: int | None
+    split: dict[int | None, int]
+    leaves: int
+    reachable: int
+
+    @property
+    def records(self) -> int:
+        return sum(self.split.values())
+
+    @property
+    def own_records(self) -> int:
+        return 0 if self.carries is None else self.split.get(self.carries, 0)
+
+    @property
+    def record_share(self) -> float | None:
+        """The part of the history on the output's own tape (``None``: no history)."""
+        return self.own_records / self.records if self.records else None
+
+    @property
+    def leaf_share(self) -> float | None:
+        """The part of the history's leaves whose gradient the output's tape reaches."""
+        return self.reachable / self.leaves if self.leaves else None
+
+    def summary(self, colours: TapeColours, sep: str = ": ") -> str:
+        """``z (holds tape A): its backward sees 1/2 records, 1/2 leaves``."""
+        where = "no live tape" if self.carries is None else colours.name(self.carries)
+        if not self.records:
+            return f"{self.name}'s history (holds {where}){sep}no ops yet"
+        return (f"{self.name}'s history (holds {where}){sep}its backward sees {self.own_records}/{self.records} "
+                f"records, {self.reachable}/{self.leaves} leaves")
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The live tapes behind some tensors, and each tensor's share of its history, at one moment."""
+
+    label: str
+    tapes: tuple[TapeShare, ...]
+    outputs: tuple[OutputShare, ...]
+
+    def __str__(self) -> str:
+        colours = colours_of(self)
+        lines = [f"{self.label}:"]
+        lines += [f"  {colours.name(t.birth)} ({t.label}, {t.policy}): {plural(t.records, 'record')}, "
+                  f"{plural(t.grad_entries, 'gradient entry', 'gradient entries')}, {t.nbytes:,} bytes"
+                  for t in self.tapes]
+        lines += ["  " + out.summary(colours) for out in self.outputs]
+        return "\n".join(lines)
+
+    __repr__ = __str__
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(str(self))
+
+
+def snapshot(*tensors: Any, label: str = "snapshot", names: Mapping[str, Any] | None = None) -> Snapshot:
+    """Freeze, now, each live tape behind ``tensors`` (records, gradient entries, bytes) and, for
+    each tensor, the share of its history that lives on the tape it holds.
+
+    ``names`` (e.g. ``locals()``) names tensors the way ``tk.viz.dag`` does.
+    """
+    tensors = tensors_given(tensors, "tk.viz.snapshot")
+    scene = capture(tensors, names=names)
+    shares = tuple(TapeShare(info.tape._born, info.label, info.policy, info.records, info.grad_entries, info.nbytes)
+                   for info in live_tapes(*tensors))
+    return Snapshot(label, tuple(sorted(shares, key=lambda t: t.birth)),
+                    tuple(_output_share(t, scene.name(t.id)) for t in tensors))
+
+
+def _output_share(tensor: Any, name: str) -> OutputShare:
+    store = live_store(tensor)
+    records = history([tensor])
+    split: dict[int | None, int] = {}
+    for rec in records:
+        home = home_of(rec)
+        key = None if home is None else home._born
+        split[key] = split.get(key, 0) + 1
+    made = {rec.out for rec in records}
+    leaves = {tid for rec in records for tid in rec.inputs if tid is not None and tid not in made}
+    missed = coverage([tensor], set() if store is None else {store}).missed
+    return OutputShare(name, None if store is None else store._born, split, len(leaves),
+                       len(leaves - missed.keys()))
+
+
+def colours_of(*snapshots: Snapshot) -> TapeColours:
+    """The tape colours shared by a set of snapshots: every tape in any of them, by creation."""
+    births = {t.birth for s in snapshots for t in s.tapes}
+    births |= {b for s in snapshots for o in s.outputs for b in (o.carries, *o.split) if b is not None}
+    return TapeColours(births)
+
+
+def plot_partition(*snapshots: Snapshot, colours: TapeColours | None = None) -> "Figure":
+    """One panel per snapshot, side by side: a bar per tape (its records, in its DAG colour) and,
+    for each output, where the records of its history live and how much its own tape sees."""
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Patch
+    from matplotlib.ticker import MaxNLocator
+
+    if not snapshots or not all(isinstance(s, Snapshot) for s in snapshots):
+        from ..errors import InvalidArgumentError
+        raise InvalidArgumentError("tk.viz.plot_partition takes snapshots: tk.viz.snapshot(z, zz, label='after')")
+    colours = colours or colours_of(*snapshots)
+    rows = max(len(s.tapes) + len(s.outputs) for s in snapshots)
+    fig = Figure(figsize=(5.2 * len(snapshots), 1.6 + 0.62 * rows), layout="constrained")
+    axes = fig.subplots(1, len(snapshots), squeeze=False)[0]
+    for ax, snap in zip(axes, snapshots):
+        _panel(ax, snap, colours)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    shown = sorted({t.birth for s in snapshots for t in s.tapes}, key=colours.rank)
+    handles = [Patch(color=colours.colour(b), label=colours.name(b)) for b in shown]
+    if any(None in o.split for s in snapshots for o in s.outputs):
+        handles.append(Patch(color=CONSUMED, label="no tape (consumed by a backward)"))
+    if any(set(o.split) - {o.carries} for s in snapshots for o in s.outputs):
+        handles.append(Patch(facecolor="white", edgecolor="#555555", hatch="//",
+                             label="history on a tape the output does not hold"))
+    if handles:
+        fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 4), frameon=False)
+    fig.suptitle("Records per tape, and where each output's history lives")
+    return fig
+
+
+def _panel(ax: Any, snap: Snapshot, colours: TapeColours) -> None:
+    labels = []
+    y = 0
+    for tape in snap.tapes:
+        colour = colours.colour(tape.birth)
+        ax.barh(y, tape.records, color=colour, edgecolor=colour, linewidth=2, height=0.6)
+        labels.append(f"{colours.name(tape.birth)} ({tape.policy})\n{plural(tape.records, 'record')}, "
+                      f"{plural(tape.grad_entries, 'grad entry', 'grad entries')}, {tape.nbytes:,} B")
+        y += 1
+    for out in snap.outputs:
+        left = 0
+        for birth, count in sorted(out.split.items(), key=lambda kv: -1 if kv[0] is None else colours.rank(kv[0])):
+            ax.barh(y, count, left=left, color=colours.colour(birth), height=0.6,
+                    hatch="" if birth == out.carries else "//", edgecolor="white")
+            left += count
+        labels.append(out.summary(colours, sep="\n"))
+        y += 1
+    ax.set_yticks(range(y), labels, fontsize=9)
+    ax.invert_yaxis()
+    if snap.tapes and snap.outputs:
+        ax.axhline(len(snap.tapes) - 0.5, color="#cccccc", linewidth=0.8)
+    ax.set_xlabel("records")
+    ax.set_xlim(0, max([1] + [t.records for t in snap.tapes] + [o.records for o in snap.outputs]) * 1.05)
+    ax.set_title(snap.label)
+
+
+def png(fig: "Figure", dpi: int = 90) -> bytes:
+    """The figure as PNG bytes."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi)
+    return buf.getvalue()

@@ -1,0 +1,131 @@
+"""``TapeExplorer``: replay a small program step by step under a chosen tape policy, see its DAG
+and partition after each line, and run backward on one output to see which gradients it gets."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, Callable
+
+import ipywidgets as w
+import numpy as np
+
+from ..backward import backward
+from ..errors import TapekitError
+from ..gradients import Gradients
+from ..ids import set_name
+from ..tensor import Tensor
+from .replay import POLICIES, Moment, Replay
+from .views import View, code_html, figure_html, figure_of, pre
+
+
+class TapeExplorer:
+    """A program replayed step by step: ``step`` (slider) and ``policy`` (dropdown) redraw the DAG
+    (``picture``) and the partition plot (``plot``) and show the line of code just run (``code``);
+    ``output`` and ``backward_button`` run backward on one output of the current step (on a fresh
+    run) and list in ``report`` which gradients exist and which are missing, and why.
+
+    ``program`` is a plain function of a tape factory (see ``tapekit.widgets.replay``). What is shown
+    is kept as text: ``svg``, ``dot``, ``figure``, ``line``, ``report_text``.
+    """
+
+    def __init__(self, program: Callable[[Callable[[], Any]], Any], policy: str = "arc",
+                 step: int | None = None) -> None:
+        self.program = program
+        self.policy = w.Dropdown(options=POLICIES, value=policy, description="policy")
+        self.step = w.IntSlider(min=1, max=1, value=1, description="step", continuous_update=False)
+        self.output = w.Dropdown(options=[], description="output")
+        self.backward_button = w.Button(description="Backward", icon="play",
+                                        tooltip="run backward on the chosen output (seeded with ones)")
+        self.code, self.picture, self.plot, self.report = w.HTML(), w.HTML(), w.HTML(), w.HTML()
+        self.svg = self.dot = self.line = self.report_text = ""
+        self.figure = None
+        self.moment: Moment | None = None
+        self.widget = w.VBox([w.HBox([self.policy, self.step]), self.code,
+                              w.HBox([self.picture, self.plot], layout=w.Layout(align_items="flex-start")),
+                              w.HBox([self.output, self.backward_button]), self.report])
+        self._load(step)
+        self.policy.observe(lambda _: self._load(self.step.value), "value")
+        self.step.observe(lambda _: self.redraw(), "value")
+        self.backward_button.on_click(lambda _: self.run_backward())
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        return self.widget._repr_mimebundle_(**kwargs)
+
+    def __repr__(self) -> str:
+        return (f"TapeExplorer({getattr(self.program, '__name__', 'program')}, policy={self.policy.value!r}, "
+                f"step={self.step.value} of {self.step.max})")
+
+    def _load(self, step: int | None) -> None:
+        """Replay the program under the chosen policy and show ``step`` (default: the last; a step
+        past the end of this policy's run, which may stop early on an error, shows its last)."""
+        self.replay = Replay(self.program, self.policy.value)
+        last = max(self.replay.steps, 1)
+        with self.step.hold_trait_notifications():
+            self.step.max = last
+            self.step.value = last if step is None else min(max(step, 1), last)
+        self.redraw()
+
+    def redraw(self) -> None:
+        """Show the current step: its line, DAG and partition; forget the last backward."""
+        moment = self.replay.run(self.step.value)
+        self.moment, self.line = moment, moment.line
+        self.code.value = code_html(moment, self.replay.steps)
+        raised = " (raised)" if moment.error else ""
+        self._show(View.of(moment, f"after step {moment.step}: {moment.line}{raised}"))
+        names = list(moment.tensors)
+        outputs = [moment.name(t) for t in moment.outputs()]
+        keep = self.output.value if self.output.value in names else (outputs[-1] if outputs else None)
+        self.output.options = names
+        self.output.value = keep
+        self.report_text, self.report.value = "", ""
+
+    def run_backward(self) -> Gradients | None:
+        """Backward on the chosen output at the current step (a fresh run), shown in ``report``."""
+        name = self.output.value
+        moment = self.moment = self.replay.run(self.step.value)
+        if name not in moment.tensors:
+            self._report(f"there is no tensor {name!r} at step {moment.step}: pick an output first")
+            return None
+        before = View.of(moment, "")
+        for tid, view in before.scene.tensors.items() if before.scene else ():
+            set_name(tid, view.name)  # so tapekit's messages name tensors as the picture does
+        grads, lines = _backward(moment.tensors[name], name)
+        after = View.of(moment, f"after backward on {name}", grads)
+        if grads is not None and after.scene is not None:
+            lines.append("gradients:")
+            lines += [f"  ✓ {v.name}" if v.grad else f"  ✗ {grads.why_missing(tid)}"
+                      for tid, v in after.scene.tensors.items()]
+        if before.snapshot is not None:
+            colours = self.replay.colours(moment)
+            lines.append("(in tapekit's messages, " + ", ".join(f"{colours.name(t.birth)} is {t.label}"
+                                                                 for t in before.snapshot.tapes) + ")")
+        self._show(after)
+        self._report("\n".join(lines))
+        return grads
+
+    def _show(self, view: View) -> None:
+        colours = self.replay.colours(self.moment)
+        self.dot, self.svg = view.dot(colours), view.svg(colours)
+        self.picture.value = self.svg
+        self.figure = figure_of([view], colours)
+        self.plot.value = figure_html(self.figure)
+
+    def _report(self, text: str) -> None:
+        self.report_text = text
+        self.report.value = pre(text)
+
+
+def _backward(out: Tensor, name: str) -> tuple[Gradients | None, list[str]]:
+    """Run backward on ``out`` seeded with ones; the lines that say what happened."""
+    seeded = "" if out.size == 1 else f" (seeded with ones, as {name}.sum() would be)"
+    lines = [f"backward on {name}{seeded}:"]
+    grads = None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            grads = backward([out], seeds=[None if out.size == 1 else np.ones(out.shape)])
+        except TapekitError as err:
+            lines.append(f"{type(err).__name__}: {err}")
+    lines += [f"{m.category.__name__}: {m.message}" for m in caught]
+    return grads, lines
+

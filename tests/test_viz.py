@@ -1,0 +1,314 @@
+"""Pictures: the op DAG as DOT text (stable, coloured by tape, with a legend), its fallback when
+Graphviz's dot is missing, and the partition snapshots and plot."""
+
+from __future__ import annotations
+
+import re
+import shutil
+
+import matplotlib
+import numpy as np
+import pytest
+
+import tapekit as tk
+from tapekit.viz.palette import CONSUMED, MISSING, TAPE_COLOURS
+
+matplotlib.use("Agg")
+viz = tk.viz
+BLUE, ORANGE = TAPE_COLOURS[:2]
+needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz's dot is not installed")
+
+
+def p4(policy=tk.ArcTape, zz_first=True):
+    """Acceptance program P4: z = x + y and zz = y * 2.0, each input on its own tape."""
+    dev = tk.Cpu()
+    x = dev.tensor([1., 2.]).trace(policy())
+    y = dev.tensor([4., 5.]).trace(policy())
+    if zz_first:
+        zz = y * 2.0
+        z = x + y
+    else:
+        z = x + y
+        zz = y * 2.0
+    return x, y, z, zz
+
+
+def nodes(dot: str) -> dict[str, str]:
+    """DOT node id -> its attribute text."""
+    return {m[1]: m[2] for m in re.finditer(r"^\s*(\w+) \[(.*)\]$", dot, re.M) if "->" not in m[0]}
+
+
+def node_of(dot: str, name: str) -> str:
+    """The attributes of the tensor node labelled ``name``."""
+    found = [attrs for attrs in nodes(dot).values() if re.search(rf'label="{re.escape(name)}\|', attrs)]
+    assert len(found) == 1, (name, dot)
+    return found[0]
+
+
+def op_colours(dot: str) -> set[str]:
+    return {re.search(r'fillcolor="([^"]+)"', attrs)[1] for key, attrs in nodes(dot).items() if key.startswith("op")}
+
+
+# -- the DAG ------------------------------------------------------------------------------------
+
+def test_dag_is_a_digraph_with_record_tensors_small_ops_and_data_edges():
+    x, y, z, zz = p4()
+    g = viz.dag(z, zz, names={"x": x, "y": y, "z": z, "zz": zz})
+    import graphviz
+    assert isinstance(g, graphviz.Digraph)
+    src = g.source
+    assert 'label="x|(2,)"' in src and 'label="zz|(2,)"' in src
+    ops = {k: v for k, v in nodes(src).items() if k.startswith("op")}
+    assert sorted(re.search(r"label=(\w+)", v)[1] for v in ops.values()) == ["add", "mul"]
+    assert all("shape=box" in v for v in ops.values())
+    ids = {re.search(r'label="(\w+)\|', v)[1]: k for k, v in nodes(src).items() if k.startswith("t")}
+    edges = set(re.findall(r"^\s*(\w+) -> (\w+)", src, re.M))
+    mul, add = (next(k for k, v in ops.items() if f"label={n}" in v) for n in ("mul", "add"))
+    assert {(ids["y"], mul), (mul, ids["zz"]), (ids["x"], add), (ids["y"], add), (add, ids["z"])} == edges
+
+
+def test_dot_text_is_byte_stable_whatever_ran_before():
+    def picture():
+        x, y, z, zz = p4()
+        return viz.dag(z, zz, names=locals()).source
+
+    first = picture()
+    for _ in range(3):  # other work in between: tensors, tapes, labels, backward passes
+        dev = tk.Cpu()
+        a = dev.tensor([1., 2., 3.]).trace(tk.UnionTape())
+        (a.exp() * a).sum().backward()
+        tk.tapes(*p4(tk.ArcTape)[2:])
+    assert picture() == first
+    assert re.findall(r'label="(\w+)\|', first) == ["y", "zz", "x", "z"]
+    assert re.search(r"\bT\d", first) is None  # no global tape labels
+
+
+def test_unnamed_tensors_are_numbered_in_order_of_appearance():
+    dev = tk.Cpu()
+    a = dev.tensor([1., 2.]).trace()
+    out = (a.exp() * 2.0).sum()
+    src = viz.dag(out).source
+    labels = re.findall(r'label="(\w+)\|', src)
+    assert labels == ["t1", "t2", "t3", "t4"]
+
+
+def test_names_come_from_name_or_from_locals_and_name_wins():
+    dev = tk.Cpu()
+    x = dev.tensor([1.], name="input").trace()
+    _hidden = y = x * 3.0
+    src = viz.dag(y, names=locals()).source
+    assert 'label="input|(1,)"' in src and 'label="y|(1,)"' in src and "_hidden" not in src
+
+
+def test_each_tape_has_its_own_colour_for_its_ops_and_their_outputs():
+    x, y, z, zz = p4(zz_first=False)  # add on x's tape (A), then mul on y's emptied tape (B)
+    src = viz.dag(z, zz, names=locals()).source
+    assert op_colours(src) == {BLUE, ORANGE}
+    assert f'color="{BLUE}"' in node_of(src, "z") and f'color="{ORANGE}"' in node_of(src, "zz")
+    assert "tape A: ArcTape, holds 1 record" in src and "tape B: ArcTape, holds 1 record" in src
+
+
+def test_the_arc_pitfall_shows_an_output_carrying_a_tape_that_does_not_hold_its_record():
+    x, y, z, zz = p4(zz_first=True)  # zz's mul moved into x's tape when z was made
+    src = viz.dag(z, zz, names=locals()).source
+    assert op_colours(src) == {BLUE}
+    zz_node = node_of(src, "zz")
+    assert 'fillcolor="#99C7E0"' in zz_node  # filled: made on tape A (blue, lightened)
+    assert f'color="{ORANGE}"' in zz_node and "penwidth=3" in zz_node  # bold outline: carries tape B
+    assert "tape B: ArcTape, holds 0 records" in src
+
+
+def test_union_tape_gives_one_colour():
+    x, y, z, zz = p4(tk.UnionTape)
+    src = viz.dag(z, zz, names=locals()).source
+    assert op_colours(src) == {BLUE}
+    assert "tape A: UnionTape, holds 2 records" in src and "tape B" not in src
+
+
+def test_leaves_are_outlined_and_outputs_bold():
+    x, y, z, zz = p4()
+    src = viz.dag(z, zz, names=locals()).source
+    for leaf in ("x", "y"):
+        assert "fillcolor=white" in node_of(src, leaf) and "penwidth=1.5" in node_of(src, leaf)
+    for out in ("z", "zz"):
+        assert "penwidth=3" in node_of(src, out) and "Helvetica-Bold" in node_of(src, out)
+
+
+def test_gradients_show_as_check_marks_and_a_missing_one_in_red():
+    x, y, z, zz = p4(zz_first=True)
+    with pytest.warns(tk.IncompleteTapeWarning):
+        g = zz.backward(seed=np.ones(2))
+    src = viz.dag(z, zz, grads=g, names=locals()).source
+    assert 'label="zz|(2,)|grad ✓"' in src
+    assert 'label="y|(2,)|grad ✗"' in src and f'fontcolor="{MISSING}"' in node_of(src, "y")
+    assert "fontcolor" not in node_of(src, "zz")
+    assert "grad ✗: gradient missing" in src
+
+
+def test_a_consumed_record_is_grey_and_the_legend_says_so():
+    x, y, z, zz = p4(zz_first=False)
+    z.backward(seed=np.ones(2))
+    src = viz.dag(z, zz, names=locals()).source
+    assert op_colours(src) == {"#CCCCCC", ORANGE}  # add consumed; mul still on tape B
+    assert f'color="{CONSUMED}"' in src and "no tape any more: consumed by a backward" in src
+
+
+def test_the_legend_is_on_the_picture():
+    x, y, z, zz = p4()
+    src = viz.dag(z, zz, names=locals()).source
+    legend = nodes(src)["legend"]
+    for entry in ("legend", "tape A", "tape B", "outlined: a leaf", "bold: an output"):
+        assert entry in legend
+    assert "grad ✓" not in legend  # only what the picture uses
+
+
+def chain(n):
+    x = tk.Cpu().tensor([1.0]).trace(tk.UnionTape())
+    for _ in range(n):
+        x = x.sin()
+    return x
+
+
+def fan_in(n):
+    dev = tk.Cpu()
+    return tk.stack([dev.tensor([1.0]).trace(tk.UnionTape()) for _ in range(n)]).sum()
+
+
+def size(src: str) -> float:
+    return float(re.search(r'size="([\d.]+),', src)[1])
+
+
+def test_picture_size_scales_with_the_node_count():
+    assert size(viz.dag(chain(100)).source) > 5 * size(viz.dag(chain(5)).source)
+
+
+@needs_dot
+@pytest.mark.parametrize("make,n", [(chain, 100), (fan_in, 196)], ids=["deep", "wide"])
+def test_two_hundred_nodes_are_drawn_without_shrinking_the_text(make, n):
+    g = viz.dag(make(n))
+    assert len([k for k in nodes(g.source) if k.startswith(("t", "op"))]) >= 200
+    scale = float(re.search(r"scale\(([\d.]+)", g.svg())[1])
+    assert scale >= 0.95
+
+
+def test_dag_takes_tensors_only():
+    with pytest.raises(tk.InvalidArgumentError, match="at least one tensor"):
+        viz.dag()
+    with pytest.raises(tk.InvalidArgumentError, match="takes tensors"):
+        viz.dag(3.0)
+
+
+# -- display in Jupyter, with and without dot ----------------------------------------------------
+
+@needs_dot
+def test_jupyter_shows_svg():
+    from IPython.core.formatters import DisplayFormatter
+    data, _ = DisplayFormatter().format(viz.dag(p4()[2]))
+    assert data["image/svg+xml"].lstrip().startswith("<?xml") and "<svg" in data["image/svg+xml"]
+
+
+def test_without_dot_jupyter_shows_the_source_and_how_to_install(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))  # a PATH without dot
+    x, y, z, zz = p4()
+    g = viz.dag(z, zz, names=locals())
+    from IPython.core.formatters import DisplayFormatter
+    data, _ = DisplayFormatter().format(g)
+    assert "image/svg+xml" not in data
+    assert "install Graphviz (apt-get install graphviz" in data["text/html"]
+    assert "digraph tapekit {" in data["text/html"] and "label=&quot;zz|(2,)&quot;" in data["text/html"]
+    assert data["text/plain"].splitlines()[0].startswith("Graphviz's dot program was not found")
+    assert "<pre>digraph tapekit" in g.svg()
+
+
+# -- snapshots -----------------------------------------------------------------------------------
+
+def shares(snap):
+    return {o.name: (o.own_records, o.records, o.reachable, o.leaves) for o in snap.outputs}
+
+
+def test_snapshot_of_p4_before_and_after_the_merge_under_arc():
+    dev = tk.Cpu()
+    gx = tk.Gradients()
+    x = dev.tensor([1., 2.]).trace(tk.ArcTape(grads=gx))
+    gx.alloc(x)  # one gradient entry of 8 bytes on x's tape
+    y = dev.tensor([4., 5.]).trace(tk.ArcTape())
+    before = viz.snapshot(x, y, label="before", names=locals())
+    zz = y * 2.0
+    z = x + y
+    after = viz.snapshot(z, zz, label="after", names=locals())
+    assert before.label == "before" and after.label == "after"
+    tapes = [(t.policy, t.records, t.grad_entries, t.nbytes) for t in before.tapes]
+    assert tapes == [("arc", 0, 1, 8), ("arc", 0, 0, 0)]
+    assert [(t.records, t.grad_entries) for t in after.tapes] == [(2, 1), (0, 0)]
+    assert shares(before) == {"x": (0, 0, 0, 0), "y": (0, 0, 0, 0)}
+    assert shares(after) == {"z": (1, 1, 2, 2), "zz": (0, 1, 0, 1)}
+    zz_share = after.outputs[1]
+    assert zz_share.record_share == 0.0 and zz_share.leaf_share == 0.0 and before.outputs[0].record_share is None
+    assert "zz's history (holds tape B): its backward sees 0/1 records, 0/1 leaves" in str(after)
+
+
+def test_snapshot_of_p4_under_union_is_one_tape_that_sees_everything():
+    x, y, z, zz = p4(tk.UnionTape)
+    after = viz.snapshot(z, zz, label="after", names=locals())
+    assert [(t.policy, t.records) for t in after.tapes] == [("union", 2)]
+    assert shares(after) == {"z": (1, 1, 2, 2), "zz": (1, 1, 1, 1)}
+
+
+def test_snapshot_counts_consumed_records_as_on_no_tape():
+    x, y, z, zz = p4(zz_first=False)
+    z.backward(seed=np.ones(2))
+    snap = viz.snapshot(z, zz, names=locals())
+    assert snap.outputs[0].split == {None: 1} and snap.outputs[0].own_records == 0
+
+
+# -- the partition plot --------------------------------------------------------------------------
+
+def test_plot_partition_has_one_panel_per_snapshot_in_the_dag_colours():
+    from matplotlib.figure import Figure
+    dev = tk.Cpu()
+    x = dev.tensor([1., 2.]).trace(tk.ArcTape())
+    y = dev.tensor([4., 5.]).trace(tk.ArcTape())
+    before = viz.snapshot(x, y, label="before the merge", names=locals())
+    zz = y * 2.0
+    z = x + y
+    after = viz.snapshot(z, zz, label="after the merge", names=locals())
+    fig = viz.plot_partition(before, after)
+    assert isinstance(fig, Figure) and len(fig.axes) == 2
+    assert [ax.get_title() for ax in fig.axes] == ["before the merge", "after the merge"]
+    ticks = [t.get_text() for t in fig.axes[1].get_yticklabels()]
+    assert ticks[0].startswith("tape A (arc)\n2 records") and ticks[1].startswith("tape B (arc)\n0 records")
+    assert ticks[3] == "zz's history (holds tape B)\nits backward sees 0/1 records, 0/1 leaves"
+    colours = [matplotlib.colors.to_hex(p.get_facecolor()).upper() for p in fig.axes[1].patches]
+    assert colours[:2] == [BLUE, ORANGE]  # the tape bars, in the DAG's colours
+    src = viz.dag(z, zz, names=locals()).source
+    assert f"fillcolor=\"{BLUE}\"" in src and "tape A: ArcTape" in src
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert legend[:2] == ["tape A", "tape B"]
+
+
+def test_plot_partition_keeps_a_tapes_colour_across_panels():
+    dev = tk.Cpu()
+    x = dev.tensor([1.]).trace(tk.UnionTape())
+    y = dev.tensor([2.]).trace(tk.UnionTape())
+    first = viz.snapshot(y, label="y alone")  # only tape B
+    z = x * y
+    second = viz.snapshot(z, label="merged")
+    fig = viz.plot_partition(first, second)
+    bar = [matplotlib.colors.to_hex(p.get_facecolor()).upper() for p in fig.axes[0].patches][0]
+    assert bar == ORANGE  # tape B keeps its colour though it is alone in its panel
+    assert fig.axes[0].get_yticklabels()[0].get_text().startswith("tape B")
+
+
+def test_plot_partition_takes_snapshots_only():
+    with pytest.raises(tk.InvalidArgumentError, match="takes snapshots"):
+        viz.plot_partition()
+    with pytest.raises(tk.InvalidArgumentError, match="takes snapshots"):
+        viz.plot_partition(p4()[2])
+
+
+def test_import_tapekit_does_not_import_the_picture_libraries():
+    import subprocess
+    import sys
+    code = "import sys, tapekit; print(sorted(m for m in ('graphviz', 'matplotlib', 'ipywidgets') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

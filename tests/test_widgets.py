@@ -1,0 +1,212 @@
+"""Widgets, driven headlessly: set the slider and the dropdowns, press Backward, and check the
+SVG, the DOT, the figure and the text they show."""
+
+from __future__ import annotations
+
+import re
+import sys
+
+import matplotlib
+import pytest
+
+import tapekit as tk
+from tapekit.viz.palette import TAPE_COLOURS
+
+matplotlib.use("Agg")
+widgets = tk.widgets
+BLUE, ORANGE = TAPE_COLOURS[:2]
+
+
+def p4(tape):
+    dev = tk.Cpu()
+    x = dev.tensor([1., 2.]).trace(tape())
+    y = dev.tensor([4., 5.]).trace(tape())
+    zz = y * 2.0
+    z = x + y
+
+
+def p4_then_backward(tape):
+    dev = tk.Cpu()
+    x = dev.tensor([1., 2.]).trace(tape())
+    y = dev.tensor([4., 5.]).trace(tape())
+    z = x + y
+    zz = y * 2.0
+    g = z.sum().backward()
+
+
+def broken(tape):
+    x = tk.Cpu().tensor([1.]).trace(tape())
+    y = x * undefined_name  # noqa: F821
+
+
+def op_fills(dot: str) -> set[str]:
+    return set(re.findall(r'^\s*op\d+ \[.*?fillcolor="([^"]+)"', dot, re.M))
+
+
+def legend_tapes(dot: str) -> list[str]:
+    return re.findall(r"(tape [A-Z]): (\w+), holds", dot)
+
+
+# -- replay --------------------------------------------------------------------------------------
+
+def test_replay_counts_the_lines_of_the_program_and_finds_the_merge():
+    replay = widgets.Replay(p4, "arc")
+    assert replay.steps == 5 and replay.merges == [5] and replay.error is None
+    moment = replay.run(3)
+    assert moment.line == "y = dev.tensor([4., 5.]).trace(tape())"
+    assert list(moment.tensors) == ["x", "y"]
+    assert [t.name for t in moment.outputs()] == ["x", "y"]
+    assert [t.name for t in replay.run(5).outputs()] == ["zz", "z"]
+    assert widgets.Replay(p4, "global").merges == []
+
+
+def test_replay_leaves_no_tracer_behind():
+    before = sys.gettrace()
+    widgets.Replay(p4, "union").run(2)
+    assert sys.gettrace() is before
+
+
+def test_replay_rejects_an_unknown_policy():
+    with pytest.raises(tk.InvalidArgumentError, match="owned, arc, union, global"):
+        widgets.Replay(p4, "shared")
+
+
+# -- TapeExplorer --------------------------------------------------------------------------------
+
+def test_explorer_starts_at_the_last_step_and_the_slider_steps_through_the_program():
+    ex = widgets.TapeExplorer(p4)
+    assert (ex.step.min, ex.step.max, ex.step.value) == (1, 5, 5)
+    assert ex.line == "z = x + y" and ex.picture.value == ex.svg and "<svg" in ex.svg
+    assert "step 5 of 5" in ex.code.value and "z = x + y" in ex.code.value
+    ex.step.value = 3
+    assert ex.line == "y = dev.tensor([4., 5.]).trace(tape())"
+    assert re.findall(r'label="(\w+)\|', ex.dot) == ["x", "y"] and "op1" not in ex.dot
+    assert len(ex.figure.axes) == 1 and ex.figure.axes[0].get_title().startswith("after step 3: y = ")
+    assert ex.plot.value.startswith('<img src="data:image/png;base64,')
+    ex.step.value = 1
+    assert "no tensors yet" in ex.svg and ex.figure is None and ex.output.options == ()
+
+
+def test_explorer_policy_dropdown_redraws_one_colour_per_tape():
+    ex = widgets.TapeExplorer(p4)
+    ex.step.value = 5
+    assert legend_tapes(ex.dot) == [("tape A", "ArcTape"), ("tape B", "ArcTape")]
+    assert 'label="zz|(2,)" color="' + ORANGE in ex.dot  # zz carries tape B, its mul moved to tape A
+    ex.policy.value = "union"
+    assert ex.step.value == 5 and legend_tapes(ex.dot) == [("tape A", "UnionTape")]
+    assert op_fills(ex.dot) == {BLUE}
+    ex.policy.value = "global"
+    assert legend_tapes(ex.dot) == [("tape A", "GlobalTape")]
+    ex.step.value = 3
+    ex.policy.value = "owned"
+    assert ex.step.value == 3 and legend_tapes(ex.dot) == [("tape A", "OwnedTape"), ("tape B", "OwnedTape")]
+
+
+def test_colours_stay_with_their_tape_from_step_to_step():
+    ex = widgets.TapeExplorer(p4, policy="arc", step=4)
+    assert op_fills(ex.dot) == {ORANGE}  # zz's mul, on y's tape B
+    ex.step.value = 5
+    assert op_fills(ex.dot) == {BLUE}  # the merge moved it to x's tape A
+
+
+def test_backward_on_zz_under_arc_reports_y_missing_and_why():
+    ex = widgets.TapeExplorer(p4, policy="arc")
+    ex.output.value = "zz"
+    ex.backward_button.click()
+    text = ex.report_text
+    assert text.startswith("backward on zz (seeded with ones, as zz.sum() would be):")
+    assert "IncompleteTapeWarning: backward on zz cannot see 1 of the 1 records" in text
+    assert "  ✓ zz" in text
+    assert re.search(r"  ✗ y has no gradient: the record `#\d+ mul\(y \(2,\), const\) -> zz \(2,\)` on its way to "
+                     r"the output lives on ArcTape T\d+, held by z", text)
+    assert "(in tapekit's messages, tape A is T" in text
+    assert 'label="y|(2,)|grad ✗"' in ex.dot and 'label="zz|(2,)|grad ✓"' in ex.dot
+    assert ex.report.value.startswith("<pre") and "✗ y has no gradient" in ex.report.value
+
+
+def test_backward_on_zz_under_union_gets_every_gradient():
+    ex = widgets.TapeExplorer(p4, policy="union")
+    ex.output.value = "zz"
+    grads = ex.run_backward()
+    assert "  ✓ y" in ex.report_text and "  ✓ x" in ex.report_text and "Warning" not in ex.report_text
+    assert grads[ex.moment.tensors["y"]].tolist() == [2.0, 2.0]
+    assert "no tape any more: consumed by a backward" in ex.dot
+
+
+def test_backward_errors_show_as_text():
+    ex = widgets.TapeExplorer(p4_then_backward, policy="union")
+    assert ex.step.max == 6 and ex.code.value.count("warning") == 0
+    ex.output.value = "zz"
+    ex.backward_button.click()
+    assert "TapeConsumedError: zz's tape was consumed by the backward on" in ex.report_text
+    assert "Traceback" not in ex.report_text and "gradients:" not in ex.report_text
+
+
+def test_a_warning_the_program_itself_raises_shows_as_text():
+    def pitfall(tape):
+        dev = tk.Cpu()
+        x = dev.tensor([1., 2.]).trace(tape())
+        y = dev.tensor([4., 5.]).trace(tape())
+        zz = y * 2.0
+        z = x + y
+        g = zz.sum().backward()
+
+    ex = widgets.TapeExplorer(pitfall, policy="arc")
+    assert re.search(r"warning: backward on #\d+ cannot see 1 of the 2 records in its history .*gradients of y "
+                     r"will be missing", ex.code.value)
+    ex.step.value = 5
+    assert "warning" not in ex.code.value
+
+
+def test_a_program_error_shows_as_text_at_its_step():
+    ex = widgets.TapeExplorer(p4, policy="owned")
+    assert ex.step.max == 5
+    assert "`z = x + y` raised TapeMovedError: y&#x27;s OwnedTape was moved" in ex.code.value
+    assert ex.figure.axes[0].get_title().endswith("(raised)")
+    ex2 = widgets.TapeExplorer(broken)
+    assert "raised NameError" in ex2.code.value and ex2.step.max == 2
+
+
+def test_changing_step_clears_the_last_backward():
+    ex = widgets.TapeExplorer(p4)
+    ex.output.value = "z"
+    ex.backward_button.click()
+    assert ex.report_text
+    ex.step.value = 4
+    assert ex.report_text == "" and ex.report.value == "" and "grad" not in ex.dot
+
+
+def test_explorer_falls_back_to_dot_source_without_graphviz(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    ex = widgets.TapeExplorer(p4)
+    assert "install Graphviz" in ex.picture.value and "<pre>digraph tapekit" in ex.picture.value
+
+
+def test_explorer_displays_as_a_widget():
+    ex = widgets.TapeExplorer(p4)
+    bundle = ex._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    assert repr(ex) == "TapeExplorer(p4, policy='arc', step=5 of 5)"
+
+
+# -- MergeViewer ---------------------------------------------------------------------------------
+
+def test_merge_viewer_shows_p4_before_and_after_the_merge():
+    mv = widgets.MergeViewer(p4)
+    assert mv.step.value == 5 and mv.line == "z = x + y" and "they merged" in mv.note
+    assert "<svg" in mv.before_svg and "<svg" in mv.after_svg
+    assert op_fills(mv.before_dot) == {ORANGE} and op_fills(mv.after_dot) == {BLUE}  # mul moved tapes
+    assert len(mv.figure.axes) == 2
+    assert [ax.get_title() for ax in mv.figure.axes] == ["before step 5: z = x + y", "after step 5: z = x + y"]
+    before_ticks = [t.get_text() for t in mv.figure.axes[0].get_yticklabels()]
+    after_ticks = [t.get_text() for t in mv.figure.axes[1].get_yticklabels()]
+    assert before_ticks[1].startswith("tape B (arc)\n1 record,")
+    assert after_ticks[0].startswith("tape A (arc)\n2 records")
+
+
+def test_merge_viewer_under_global_says_there_is_no_merge():
+    mv = widgets.MergeViewer(p4, policy="arc")
+    mv.policy.value = "global"
+    assert mv.step.value == 5 and "no op in this program met two different tapes under 'global'" in mv.note
+    mv.step.value = 2
+    assert "no tensors yet" in mv.before_svg and len(mv.figure.axes) == 1
