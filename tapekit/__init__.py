@@ -16,6 +16,15 @@ from .tensor import Tensor
 
 __version__ = "0.1.0"
 
+
+def __getattr__(name: str):
+    """``tk.viz`` and ``tk.widgets`` load on first use: they import graphviz, matplotlib and ipywidgets."""
+    if name in ("viz", "widgets"):
+        import importlib
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module 'tapekit' has no attribute {name!r}")
+
+
 __all__ = [
     "Cpu", "Cuda", "Device", "Tensor", "Gradients", "backward", "check_grads", "GradCheck", "explain", "tapes",
     "Tape", "NoneTape", "OwnedTape", "ArcTape", "UnionTape", "GlobalTape",
