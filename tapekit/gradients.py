@@ -87,7 +87,7 @@ class Gradients:
             if tid in self._owned:
                 arr[...] = 0
             else:
-                self._arrays[tid] = arr * 0
+                self._arrays[tid] = _updatable(arr * 0)
                 self._owned.add(tid)
         self._clean = set(self._owned)
         return self
@@ -112,7 +112,7 @@ class Gradients:
             old += grad
             self._clean.discard(tid)
         else:
-            arrays[tid] = device.count(old + grad)
+            arrays[tid] = device.count(_updatable(old + grad))
             self._owned.add(tid)
 
     def clean_buffer(self, tid: int) -> Any:
