@@ -286,6 +286,13 @@ def test_plot_partition_has_one_panel_per_snapshot_in_the_dag_colours():
     assert legend[:2] == ["tape A", "tape B"]
 
 
+def test_jupyter_shows_the_partition_plot_as_png_without_pyplot():
+    from IPython.core.formatters import DisplayFormatter
+    x, y, z, zz = p4()
+    data, _ = DisplayFormatter().format(viz.plot_partition(viz.snapshot(z, zz)))
+    assert data["image/png"][:8] == b"\x89PNG\r\n\x1a\n"
+
+
 def test_plot_partition_keeps_a_tapes_colour_across_panels():
     dev = tk.Cpu()
     x = dev.tensor([1.]).trace(tk.UnionTape())

@@ -3,10 +3,12 @@ one or more such moments side by side (``plot_partition``), in the DAG's tape co
 
 from __future__ import annotations
 
+import functools
 import io
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
+from ..errors import InvalidArgumentError
 from ..history import coverage, history, home_of
 from ..inspect import tapes as live_tapes
 from .palette import CONSUMED, TapeColours
@@ -131,16 +133,14 @@ def colours_of(*snapshots: Snapshot) -> TapeColours:
 def plot_partition(*snapshots: Snapshot, colours: TapeColours | None = None) -> "Figure":
     """One panel per snapshot, side by side: a bar per tape (its records, in its DAG colour) and,
     for each output, where the records of its history live and how much its own tape sees."""
-    from matplotlib.figure import Figure
     from matplotlib.patches import Patch
     from matplotlib.ticker import MaxNLocator
 
     if not snapshots or not all(isinstance(s, Snapshot) for s in snapshots):
-        from ..errors import InvalidArgumentError
         raise InvalidArgumentError("tk.viz.plot_partition takes snapshots: tk.viz.snapshot(z, zz, label='after')")
     colours = colours or colours_of(*snapshots)
     rows = max(len(s.tapes) + len(s.outputs) for s in snapshots)
-    fig = Figure(figsize=(5.2 * len(snapshots), 1.6 + 0.62 * rows), layout="constrained")
+    fig = _figure_class()(figsize=(5.2 * len(snapshots), 1.6 + 0.62 * rows), layout="constrained")
     axes = fig.subplots(1, len(snapshots), squeeze=False)[0]
     for ax, snap in zip(axes, snapshots):
         _panel(ax, snap, colours)
@@ -153,7 +153,8 @@ def plot_partition(*snapshots: Snapshot, colours: TapeColours | None = None) -> 
         handles.append(Patch(facecolor="white", edgecolor="#555555", hatch="//",
                              label="history on a tape the output does not hold"))
     if handles:
-        fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 4), frameon=False)
+        fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 2 * len(snapshots)),
+                   frameon=False)
     fig.suptitle("Records per tape, and where each output's history lives")
     return fig
 
@@ -182,6 +183,19 @@ def _panel(ax: Any, snap: Snapshot, colours: TapeColours) -> None:
     ax.set_xlabel("records")
     ax.set_xlim(0, max([1] + [t.records for t in snap.tapes] + [o.records for o in snap.outputs]) * 1.05)
     ax.set_title(snap.label)
+
+
+@functools.cache
+def _figure_class() -> type:
+    """A matplotlib ``Figure`` that Jupyter shows as a PNG without pyplot (so pyplot's inline
+    backend never draws a second copy). Made on first use: matplotlib loads only for plots."""
+    from matplotlib.figure import Figure
+
+    class PartitionFigure(Figure):
+        def _repr_png_(self) -> bytes:
+            return png(self)
+
+    return PartitionFigure
 
 
 def png(fig: "Figure", dpi: int = 90) -> bytes:

@@ -51,7 +51,7 @@ def figure_html(fig: "Figure | None") -> str:
     if fig is None:
         return ""
     data = base64.b64encode(png(fig)).decode("ascii")
-    return f'<img src="data:image/png;base64,{data}" alt="{html.escape(fig.get_suptitle())}"/>'
+    return f'<img src="data:image/png;base64,{data}" alt="partition plot"/>'
 
 
 def code_html(moment: Moment, steps: int) -> str:
