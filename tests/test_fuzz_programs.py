@@ -120,7 +120,7 @@ def programs(draw: Any) -> Program:
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     values = [rng.uniform(-1.0, 1.0, size=s) for s in shapes]
     steps = []
-    for i in range(draw(st.integers(1, 10))):
+    for i in range(draw(st.integers(1, 14))):
         nodes = n_inputs + i
         kind = draw(st.sampled_from(["unary", "binary", "binary", "matmul", "reduce", "shape"]))
         pick = st.integers(0, nodes - 1)
@@ -203,7 +203,7 @@ def backward_under(policy: str, program: Program, seeds: list[np.ndarray]) -> li
 THREE_READS_OF_A_NUMBER = Program([()], [np.array(0.27)], [Step("binary", "add", (0, 0))], [0, 1])
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(programs())
 @example(THREE_READS_OF_A_NUMBER)
 def test_random_programs_match_finite_differences(program: Program) -> None:
