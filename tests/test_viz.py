@@ -196,6 +196,8 @@ def test_dag_takes_tensors_only():
         viz.dag()
     with pytest.raises(tk.InvalidArgumentError, match="takes tensors"):
         viz.dag(3.0)
+    with pytest.raises(tk.InvalidArgumentError, match="such as locals()"):
+        viz.dag(p4()[2], names=["z"])
 
 
 # -- display in Jupyter, with and without dot ----------------------------------------------------

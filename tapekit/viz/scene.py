@@ -87,6 +87,9 @@ def live_store(tensor: Tensor) -> Tape | None:
 def capture(tensors: Sequence[Tensor], grads: Any = None, names: Mapping[str, Any] | None = None) -> Scene:
     """The scene behind ``tensors`` now; ``names`` (e.g. ``locals()``) names tensors that have no
     ``name=``; ``grads`` (a ``Gradients``) marks which tensors have a gradient."""
+    if names is not None and not isinstance(names, Mapping):
+        raise InvalidArgumentError(f"names= takes a mapping from names to tensors, such as locals(), "
+                                   f"not {type(names).__name__}")
     records = list(reversed(history(tensors)))
     handles = _handles(tensors, names or {})
     stores: dict[int, Tape] = {}
