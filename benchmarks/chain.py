@@ -1,0 +1,147 @@
+"""W1 and W4: a chain of elementwise ops (add, mul, tanh in turn) and its backward.
+
+``h`` starts at ``x``; op ``i`` is ``h + w``, ``h * w`` or ``tanh(h)`` as ``i % 3`` is 0, 1 or 2;
+the loss is ``h.sum()``. Every contender returns the gradients of ``x`` and ``w``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+import tapekit as tk
+
+from .measure import Contender
+from .peers import Peer
+
+
+def inputs(shape: tuple[int, ...], seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return tuple(rng.uniform(-0.5, 0.5, shape).astype(np.float32) for _ in range(2))
+
+
+def floor(x0: np.ndarray, w0: np.ndarray, n: int) -> Contender:
+    """Hand-written numpy: the forward keeps what the backward needs, the backward runs it back."""
+
+    def run() -> list[np.ndarray]:
+        h, saved = x0, []
+        for i in range(n):
+            op = i % 3
+            if op == 0:
+                h = h + w0
+            elif op == 1:
+                saved.append(h)
+                h = h * w0
+            else:
+                h = np.tanh(h)
+                saved.append(h)
+        g, gw = np.ones_like(h), np.zeros_like(w0)
+        for i in reversed(range(n)):
+            op = i % 3
+            if op == 0:
+                gw += g
+            elif op == 1:
+                gw += g * saved.pop()
+                g = g * w0
+            else:
+                y = saved.pop()
+                g = g * (1 - y * y)
+        return [g, gw]
+
+    return Contender("numpy floor", run)
+
+
+def tapekit(x0: np.ndarray, w0: np.ndarray, n: int, policy: type[tk.Tape]) -> Contender:
+    """tapekit under ``policy``. OwnedTape is dfdx's style: only ``x`` carries the tape, ``w`` is a
+    plain tensor that still gets its gradient (every operand of a recorded op does). The shared
+    policies trace both."""
+    dev = tk.Cpu()
+
+    def run() -> list[Any]:
+        x = dev.tensor(x0).trace(policy())
+        w = dev.tensor(w0) if policy is tk.OwnedTape else dev.tensor(w0).trace(policy())
+        h = x
+        for i in range(n):
+            op = i % 3
+            if op == 0:
+                h = h + w
+            elif op == 1:
+                h = h * w
+            else:
+                h = h.tanh()
+        g = h.sum().backward()
+        return [g[x], g[w]]
+
+    return Contender(f"tapekit {policy.__name__}", run)
+
+
+def torch(x0: np.ndarray, w0: np.ndarray, n: int, peer: Peer) -> Contender:
+    torch = peer.module
+
+    def run() -> list[np.ndarray]:
+        x = torch.tensor(x0, requires_grad=True)
+        w = torch.tensor(w0, requires_grad=True)
+        h = x
+        for i in range(n):
+            op = i % 3
+            if op == 0:
+                h = h + w
+            elif op == 1:
+                h = h * w
+            else:
+                h = torch.tanh(h)
+        h.sum().backward()
+        return [x.grad.numpy(), w.grad.numpy()]
+
+    return Contender(peer.title, run, memory=False)
+
+
+def autograd(x0: np.ndarray, w0: np.ndarray, n: int, peer: Peer) -> Contender:
+    import autograd.numpy as anp
+
+    def loss(params: tuple) -> Any:
+        h, w = params
+        for i in range(n):
+            op = i % 3
+            if op == 0:
+                h = h + w
+            elif op == 1:
+                h = h * w
+            else:
+                h = anp.tanh(h)
+        return anp.sum(h)
+
+    gradient = peer.module.grad(loss)
+    return Contender(peer.title, lambda: list(gradient((x0, w0))))
+
+
+def mygrad(x0: np.ndarray, w0: np.ndarray, n: int, peer: Peer) -> Contender:
+    mg = peer.module
+
+    def run() -> list[np.ndarray]:
+        x, w = mg.tensor(x0), mg.tensor(w0)
+        h = x
+        for i in range(n):
+            op = i % 3
+            if op == 0:
+                h = h + w
+            elif op == 1:
+                h = h * w
+            else:
+                h = mg.tanh(h)
+        h.sum().backward()
+        return [x.grad, w.grad]
+
+    return Contender(peer.title, run)
+
+
+PEER_CONTENDERS = {"torch": torch, "autograd": autograd, "mygrad": mygrad}
+
+
+def contenders(n: int, shape: tuple[int, ...], peers: dict[str, Peer],
+               policies: tuple[type[tk.Tape], ...] = (tk.OwnedTape, tk.UnionTape)) -> list[Contender]:
+    """The floor first, then tapekit under each policy, then every installed peer."""
+    x0, w0 = inputs(shape)
+    found = [floor(x0, w0, n)] + [tapekit(x0, w0, n, p) for p in policies]
+    return found + [make(x0, w0, n, peers[key]) for key, make in PEER_CONTENDERS.items() if peers[key].present]

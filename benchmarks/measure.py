@@ -1,0 +1,150 @@
+"""Timing and peak memory, always against a baseline measured in the same run.
+
+Contenders of one case run interleaved (floor, then each contender, repeat after repeat), so a
+background load that comes and goes slows them alike, and each figure is a ratio to the floor of
+the same repeat.
+"""
+
+from __future__ import annotations
+
+import gc
+import statistics
+import time
+import tracemalloc
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+
+@dataclass
+class Contender:
+    """One way to compute a case: ``run(state)`` does the whole step once and returns the arrays
+    to check against the floor's (the gradients, in the case's order). ``setup()`` makes a fresh
+    ``state`` before each run, untimed (``None``: no state)."""
+
+    name: str
+    run: Callable[..., Any]
+    memory: bool = True  # False where tracemalloc cannot see the allocations (PyTorch's C++ heap)
+    setup: Callable[[], Any] | None = None
+
+    def once(self) -> Any:
+        """One run with a fresh state, whole (for checks and warm-ups)."""
+        return self.run() if self.setup is None else self.run(self.setup())
+
+
+@dataclass
+class Case:
+    """One workload at one size: the contenders (the floor first) and how to show its times."""
+
+    workload: str  # "W1"
+    name: str  # what is computed, in words
+    short: str  # a label for the plot: "batch 64"
+    contenders: list[Contender]
+    unit: str = "ms"  # "ms", "µs/op", ...
+    per: float = 1.0  # a time is shown as seconds / per * scale
+    scale: float = 1e3
+    memory: bool = False  # also measure peak memory
+    time: bool = True
+
+
+@dataclass
+class Spread:
+    """Median, min and max of some repeats."""
+
+    median: float
+    low: float
+    high: float
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> "Spread":
+        return cls(statistics.median(values), min(values), max(values))
+
+    def scaled(self, factor: float) -> "Spread":
+        return Spread(self.median * factor, self.low * factor, self.high * factor)
+
+
+@dataclass
+class Result:
+    """What one contender did on one case: its time (seconds per step) and its time relative to
+    the floor, per repeat; or why it has no figure."""
+
+    case: str
+    contender: str
+    seconds: Spread | None = None
+    ratio: Spread | None = None
+    note: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def time_interleaved(case: str, contenders: Sequence[Contender], repeats: int, collect: bool = True) -> list[Result]:
+    """Time every contender ``repeats`` times after one warm-up, interleaved; the first contender
+    is the floor. A contender that raises is reported with its error instead of a time.
+    ``collect``: run the garbage collector before each round, so no contender pays for another's
+    garbage."""
+    results = {c.name: Result(case, c.name) for c in contenders}
+    live = []
+    for c in contenders:
+        try:
+            c.once()  # warm-up
+            live.append(c)
+        except Exception as err:  # a peer that cannot run this case is reported, not guessed
+            results[c.name].note = f"failed: {type(err).__name__}: {str(err).splitlines()[0][:80]}"
+    if not live or live[0] is not contenders[0]:
+        raise RuntimeError(f"{case}: the floor {contenders[0].name} failed: {results[contenders[0].name].note}")
+    times: dict[str, list[float]] = {c.name: [] for c in live}
+    for _ in range(repeats):
+        if collect:
+            gc.collect()
+        for c in live:
+            state = c.setup() if c.setup is not None else None
+            if state is None:
+                start = time.perf_counter()
+                c.run()
+            else:
+                start = time.perf_counter()
+                c.run(state)
+            times[c.name].append(time.perf_counter() - start)
+            del state
+    floor = times[live[0].name]
+    for c in live:
+        results[c.name].seconds = Spread.of(times[c.name])
+        results[c.name].ratio = Spread.of([t / f for t, f in zip(times[c.name], floor)])
+    return [results[c.name] for c in contenders]
+
+
+def peak_bytes(run: Callable[[], Any], collect: bool = True) -> int:
+    """The most memory ``run()`` held at once beyond what was allocated before it, as tracemalloc
+    sees it (Python objects and numpy arrays; not PyTorch's own allocator)."""
+    if collect:
+        gc.collect()
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        before, _ = tracemalloc.get_traced_memory()
+        result = run()
+        _, peak = tracemalloc.get_traced_memory()
+        del result
+    finally:
+        tracemalloc.stop()
+    return peak - before
+
+
+def memory_ratios(case: str, contenders: Sequence[Contender], collect: bool = True) -> list[Result]:
+    """Peak memory of each contender (after a warm-up run) and its ratio to the floor's."""
+    results = []
+    floor = None
+    for c in contenders:
+        result = Result(case, c.name)
+        if not c.memory:
+            result.note = "not measured: its allocator is invisible to tracemalloc"
+        else:
+            try:
+                c.once()
+                peak = peak_bytes(c.once, collect)
+            except Exception as err:
+                result.note = f"failed: {type(err).__name__}: {str(err).splitlines()[0][:80]}"
+            else:
+                floor = peak if floor is None else floor
+                result.extra["peak_bytes"] = peak
+                result.ratio = Spread(peak / floor, peak / floor, peak / floor)
+        results.append(result)
+    return results

@@ -1,0 +1,158 @@
+"""W2 and W5: one training step of an MLP (784-256-256-10, tanh, softmax cross-entropy, float32):
+forward, backward and a plain SGD update of the parameter arrays.
+
+Every contender starts from the same parameters (its own copy, since it updates them) and returns
+the gradients of the step, in the order W1, b1, W2, b2, W3, b3.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+import tapekit as tk
+
+from .measure import Contender
+from .peers import Peer
+
+LR = 0.01
+
+
+def problem(batch: int, dims: tuple[int, ...], seed: int = 0) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
+    """Initial parameters, a batch of inputs and its one-hot labels."""
+    rng = np.random.default_rng(seed)
+    params = []
+    for fan_in, fan_out in zip(dims[:-1], dims[1:]):
+        params.append((rng.standard_normal((fan_in, fan_out)) / np.sqrt(fan_in)).astype(np.float32))
+        params.append(np.zeros(fan_out, dtype=np.float32))
+    x = rng.standard_normal((batch, dims[0])).astype(np.float32)
+    onehot = np.eye(dims[-1], dtype=np.float32)[rng.integers(0, dims[-1], batch)]
+    return params, x, onehot
+
+
+def floor(params: list[np.ndarray], x: np.ndarray, onehot: np.ndarray) -> Contender:
+    """Hand-written numpy, with the usual fused gradient of softmax cross-entropy."""
+    params = [p.copy() for p in params]
+    batch = x.shape[0]
+
+    def run() -> list[np.ndarray]:
+        W1, b1, W2, b2, W3, b3 = params
+        h1 = np.tanh(x @ W1 + b1)
+        h2 = np.tanh(h1 @ W2 + b2)
+        logits = h2 @ W3 + b3
+        shifted = logits - logits.max(axis=1, keepdims=True)
+        logp = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+        -(logp * onehot).sum() / batch  # the loss, computed as the others do
+        d3 = (np.exp(logp) - onehot) / batch
+        d2 = (d3 @ W3.T) * (1 - h2 * h2)
+        d1 = (d2 @ W2.T) * (1 - h1 * h1)
+        grads = [x.T @ d1, d1.sum(axis=0), h1.T @ d2, d2.sum(axis=0), h2.T @ d3, d3.sum(axis=0)]
+        for p, g in zip(params, grads):
+            p -= LR * g
+        return grads
+
+    return Contender("numpy floor", run)
+
+
+def tapekit(params: list[np.ndarray], x: np.ndarray, onehot: np.ndarray) -> Contender:
+    """tapekit ops written out (matmul, +, tanh, log_softmax, a cross-entropy of ops); the input
+    carries an OwnedTape whose leaf set is the parameters, dfdx's style."""
+    dev = tk.Cpu()
+    ps = [dev.tensor(p.copy()) for p in params]
+    xs, ys = dev.tensor(x), dev.tensor(onehot)
+    scale = -1.0 / x.shape[0]
+
+    def run() -> list[Any]:
+        W1, b1, W2, b2, W3, b3 = ps
+        h = xs.trace(tk.OwnedTape(leaves=ps))
+        h1 = (h @ W1 + b1).tanh()
+        h2 = (h1 @ W2 + b2).tanh()
+        loss = ((h2 @ W3 + b3).log_softmax(axis=1) * ys).sum() * scale
+        g = loss.backward()
+        grads = [g[p] for p in ps]
+        for p, gp in zip(ps, grads):
+            p.data -= LR * gp
+        return grads
+
+    return Contender("tapekit OwnedTape", run)
+
+
+def torch(params: list[np.ndarray], x: np.ndarray, onehot: np.ndarray, peer: Peer) -> Contender:
+    torch = peer.module
+    ps = [torch.tensor(p.copy(), requires_grad=True) for p in params]
+    xs, labels = torch.tensor(x), torch.tensor(onehot.argmax(axis=1))
+    F = torch.nn.functional
+
+    def run() -> list[np.ndarray]:
+        W1, b1, W2, b2, W3, b3 = ps
+        h1 = torch.tanh(xs @ W1 + b1)
+        h2 = torch.tanh(h1 @ W2 + b2)
+        loss = F.cross_entropy(h2 @ W3 + b3, labels)
+        for p in ps:
+            p.grad = None
+        loss.backward()
+        with torch.no_grad():
+            for p in ps:
+                p -= LR * p.grad
+        return [p.grad.numpy() for p in ps]
+
+    return Contender(peer.title, run, memory=False)
+
+
+def autograd(params: list[np.ndarray], x: np.ndarray, onehot: np.ndarray, peer: Peer) -> Contender:
+    import autograd.numpy as anp
+    from autograd.scipy.special import logsumexp
+
+    ps = [p.copy() for p in params]
+    batch = x.shape[0]
+
+    def loss(p: list) -> Any:
+        W1, b1, W2, b2, W3, b3 = p
+        h1 = anp.tanh(anp.dot(x, W1) + b1)
+        h2 = anp.tanh(anp.dot(h1, W2) + b2)
+        logits = anp.dot(h2, W3) + b3
+        logp = logits - logsumexp(logits, axis=1, keepdims=True)
+        return -anp.sum(logp * onehot) / batch
+
+    gradient = peer.module.grad(loss)
+
+    def run() -> list[np.ndarray]:
+        grads = gradient(ps)
+        for p, g in zip(ps, grads):
+            p -= LR * g
+        return list(grads)
+
+    return Contender(peer.title, run)
+
+
+def mygrad(params: list[np.ndarray], x: np.ndarray, onehot: np.ndarray, peer: Peer) -> Contender:
+    mg = peer.module
+    from mygrad.nnet.activations import logsoftmax
+
+    ps = [mg.tensor(p.copy()) for p in params]
+    batch = x.shape[0]
+
+    def run() -> list[np.ndarray]:
+        W1, b1, W2, b2, W3, b3 = ps
+        h1 = mg.tanh(mg.matmul(x, W1) + b1)
+        h2 = mg.tanh(mg.matmul(h1, W2) + b2)
+        loss = -mg.sum(logsoftmax(mg.matmul(h2, W3) + b3, axis=1) * onehot) / batch
+        loss.backward()
+        grads = [p.grad for p in ps]
+        for p in ps:
+            p.data -= LR * p.grad
+        return grads
+
+    return Contender(peer.title, run)
+
+
+PEER_CONTENDERS = {"torch": torch, "autograd": autograd, "mygrad": mygrad}
+
+
+def contenders(batch: int, dims: tuple[int, ...], peers: dict[str, Peer]) -> list[Contender]:
+    """The floor first, then tapekit, then every installed peer."""
+    params, x, onehot = problem(batch, dims)
+    found = [floor(params, x, onehot), tapekit(params, x, onehot)]
+    return found + [make(params, x, onehot, peers[key]) for key, make in PEER_CONTENDERS.items()
+                    if peers[key].present]

@@ -1,0 +1,118 @@
+"""The results as a markdown table (with the targets and whether each was met) and a plot."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Sequence
+
+from .measure import Case, Result
+
+Done = Sequence[tuple[Case, list[Result]]]
+TAPEKIT = "tapekit OwnedTape"  # the policy ``x.trace()`` gives: the one the targets are for
+TORCH = "PyTorch eager (CPU)"
+
+
+@dataclass
+class Target:
+    """One target of the specification and what this run measured for it."""
+
+    workload: str
+    wanted: str
+    measured: str
+    met: bool | None  # None: could not be judged (e.g. a peer is absent)
+
+
+def _find(done: Done, workload: str, contender: str) -> list[tuple[Case, Result]]:
+    return [(case, r) for case, results in done if case.workload == workload
+            for r in results if r.contender == contender]
+
+
+def _time(case: Case, spread) -> float:
+    return spread.median / case.per * case.scale
+
+
+def targets(done: Done) -> list[Target]:
+    """Every target, judged on this run's figures."""
+    found = []
+    w1 = [(c, r) for c, r in _find(done, "W1", TAPEKIT) if r.ratio]
+    if w1:
+        case, r = w1[0]
+        found.append(Target("W1", "at most 3x the numpy floor", f"{r.ratio.median:.2f}x", r.ratio.median <= 3))
+        torch = [t for _, t in _find(done, "W1", TORCH) if t.seconds]
+        found.append(Target("W1", "faster than PyTorch eager",
+                            f"{_time(case, r.seconds):.2f} vs {_time(case, torch[0].seconds):.2f} µs/op" if torch
+                            else "PyTorch absent", r.seconds.median < torch[0].seconds.median if torch else None))
+    for case, r in _find(done, "W2", TAPEKIT):
+        batch = int(case.short.split()[-1])
+        limit = 1.15 if batch <= 64 else 1.05
+        if r.ratio:
+            found.append(Target("W2", f"batch {batch}: at most {limit}x the floor", f"{r.ratio.median:.2f}x",
+                                r.ratio.median <= limit))
+    w4 = [(c, r) for c, r in _find(done, "W4", TAPEKIT)]
+    if w4:
+        failed = [r.note for _, r in w4 if not r.seconds]
+        per_op = [_time(c, r.seconds) for c, r in w4 if r.seconds]
+        growth = per_op[-1] / per_op[0] if len(per_op) > 1 else 1.0
+        found.append(Target("W4", "linear in the chain length, no recursion error",
+                            "; ".join(failed) or f"µs/op {' -> '.join(f'{t:.2f}' for t in per_op)} "
+                                                 f"({growth:.2f}x)", not failed and growth <= 1.25))
+        memory = [r.extra["memory"] for _, r in w4 if "memory" in r.extra]
+        if memory and memory[-1].ratio:
+            found.append(Target("W4", "peak memory at most 1.5x the floor", f"{memory[-1].ratio.median:.2f}x",
+                                memory[-1].ratio.median <= 1.5))
+    for _, r in _find(done, "W5", TAPEKIT):
+        if r.ratio:
+            found.append(Target("W5", "peak memory at most 1.3x the floor", f"{r.ratio.median:.2f}x",
+                                r.ratio.median <= 1.3))
+    w6 = [(c, r) for c, r in _find(done, "W6", "tapekit UnionTape") if r.seconds]
+    if len(w6) > 1:
+        (small, r_small), (big, r_big) = w6[0], w6[-1]
+        first, last = _time(small, r_small.seconds), _time(big, r_big.seconds)
+        found.append(Target("W6", "UnionTape merge cost flat in k",
+                            f"{first:.2f} -> {last:.2f} µs/merge ({last / first:.2f}x)", last / first <= 1.5))
+    return found
+
+
+def _cell(case: Case, r: Result) -> tuple[str, str, str]:
+    if case.time and r.seconds:
+        time = f"{_time(case, r.seconds):,.2f} {case.unit}"
+        ratio = f"{r.ratio.median:.2f}x"
+        spread = f"{r.ratio.low:.2f} – {r.ratio.high:.2f}"
+    elif not case.time and r.ratio:
+        time = f"{r.extra['peak_bytes'] / 2**20:,.2f} MiB peak"
+        ratio, spread = f"{r.ratio.median:.2f}x", ""
+    else:
+        return "—", "—", r.note
+    if "memory" in r.extra:
+        m = r.extra["memory"]
+        time += f"; {m.extra['peak_bytes'] / 2**20:,.2f} MiB peak ({m.ratio.median:.2f}x)" if m.ratio else f"; {m.note}"
+    return time, ratio, spread + (f" ({r.note})" if r.note else "")
+
+
+def markdown(done: Done, machine: Sequence[str], repeats: int, plot: str | None) -> str:
+    """The whole report: machine, method, targets, then one table per workload."""
+    lines = ["# tapekit benchmarks", "",
+             "Measured by `make bench` (`python -m benchmarks`) on:", ""]
+    lines += [f"- {line}" for line in machine]
+    lines += ["", f"Each time is the median of {repeats} timed repeats after a warm-up, the contenders of a case "
+              "interleaved repeat by repeat; the ratio is to the hand-written numpy floor of the same repeat "
+              "(median, then min – max over the repeats). Peak memory is what tracemalloc saw beyond the "
+              "memory in use before the step. Every contender's gradients were checked against the floor's "
+              "before timing.", ""]
+    found = targets(done)
+    if found:
+        lines += ["## Targets", "", "| workload | target | measured | met |", "|---|---|---|---|"]
+        for t in found:
+            met = "yes" if t.met else "no" if t.met is not None else "n/a"
+            lines.append(f"| {t.workload} | {t.wanted} | {t.measured} | {met} |")
+        lines.append("")
+    if plot:
+        lines += [f"![benchmark plot]({plot})", ""]
+    for workload, group in itertools.groupby(done, key=lambda item: item[0].workload):
+        lines += [f"## {workload}", "", "| case | contender | time | ratio to floor | min – max |",
+                  "|---|---|---|---|---|"]
+        for case, results in group:
+            lines += [f"| {case.name} | {r.contender} | " + " | ".join(_cell(case, r)) + " |" for r in results]
+        lines.append("")
+    return "\n".join(lines)

@@ -1,0 +1,83 @@
+"""The benchmark suite at tiny sizes, so it never rots: every workload runs, each floor's gradients
+agree with tapekit's, and the report and plot are written. (Timings are not asserted.)"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+
+import numpy as np
+import pytest
+
+from benchmarks import machine, plot, report, suite
+from benchmarks.measure import Contender
+from benchmarks.peers import find_peers
+
+PEERS = find_peers(wanted=False)
+
+
+@pytest.fixture(scope="module")
+def done():
+    sizes = dataclasses.replace(suite.SMOKE, repeats=2)
+    return suite.run(sizes, PEERS, log=lambda line: None)
+
+
+def test_every_workload_runs_with_tapekit_beside_its_floor(done) -> None:
+    assert [case.workload for case, _ in done] == ["W1", "W2", "W3", "W4", "W4", "W5", "W6", "W6"]
+    for case, results in done:
+        names = [r.contender for r in results]
+        assert names[0] == "numpy floor" and any(n.startswith("tapekit") for n in names), case.name
+        for r in results:
+            assert not r.note, f"{case.name}: {r.contender}: {r.note}"
+            assert r.ratio is not None and r.ratio.median > 0
+            if case.time:
+                assert 0 < r.seconds.low <= r.seconds.median <= r.seconds.high
+    floor = [r for case, results in done for r in results if r.contender == "numpy floor"]
+    assert all(r.ratio.median == 1.0 for r in floor)
+
+
+def test_w4_measures_peak_memory_of_the_longest_chain(done) -> None:
+    longest = [results for case, results in done if case.workload == "W4"][-1]
+    for r in longest:
+        assert r.extra["memory"].extra["peak_bytes"] > 0
+
+
+@pytest.mark.parametrize("case", list(suite.cases(suite.SMOKE, PEERS)), ids=lambda c: f"{c.workload}-{c.short}")
+def test_a_wrong_gradient_is_caught(case) -> None:
+    """The check compares the gradients themselves: one that is off by a little fails it."""
+    floor, tapekit = case.contenders[0], case.contenders[1]
+
+    def off() -> list[np.ndarray]:
+        grads = [np.array(a, dtype=np.float64) for a in tapekit.once()]
+        grads[-1].flat[0] = grads[-1].flat[0] * 1.01 + 0.01
+        return grads
+
+    wrong = dataclasses.replace(case, contenders=[floor, Contender(tapekit.name, off)])
+    with pytest.raises(AssertionError, match="disagrees with the numpy floor"):
+        suite.check(wrong)
+
+
+def test_report_and_plot_are_written(done, tmp_path) -> None:
+    text = report.markdown(done, ["CPU: test", "Python x, numpy y"], 2, "results.png")
+    for workload in ("W1", "W2", "W3", "W4", "W5", "W6"):
+        assert f"## {workload}" in text
+    wanted = [t.wanted for t in report.targets(done)]
+    assert "at most 3x the numpy floor" in wanted and "UnionTape merge cost flat in k" in wanted
+    assert "peak memory at most 1.3x the floor" in wanted
+    path = tmp_path / "results.png"
+    plot.figure(done, str(path), "CPU: test")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_peer_that_cannot_be_imported_is_reported_absent(monkeypatch) -> None:
+    real = importlib.import_module
+
+    def without_torch(name: str, *args):
+        if name == "torch":
+            raise ImportError("No module named 'torch'")
+        return real(name, *args)
+
+    monkeypatch.setattr(importlib, "import_module", without_torch)
+    torch = find_peers()["torch"]
+    assert not torch.present and torch.absent == "absent (ImportError: No module named 'torch')"
+    assert "PyTorch eager (CPU): absent (ImportError" in "\n".join(machine.describe({"torch": torch}))
