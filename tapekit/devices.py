@@ -38,12 +38,15 @@ def _itemsize(dtype: Any) -> int:
 
 
 def _shape(shape: int | Sequence[int]) -> tuple[int, ...]:
-    if isinstance(shape, (int, np.integer)):
-        return (int(shape),)
     try:
-        return tuple(int(s) for s in shape)
-    except TypeError:
-        raise InvalidArgumentError(f"shape must be an int or a sequence of ints, got {shape!r}") from None
+        dims = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(s) for s in shape)
+        ok = not isinstance(shape, (str, bytes)) and all(n >= 0 for n in dims)
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise InvalidArgumentError(f"shape must be an int or a sequence of ints, none negative, got {shape!r}; "
+                                   f"for example dev.zeros((2, 3))")
+    return dims
 
 
 class Device:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import numpy as np
 
-from .errors import DTypeError, TapePolicyError
+from .errors import DTypeError, InvalidArgumentError, TapePolicyError
 from .ids import label, next_id, set_name
 
 if TYPE_CHECKING:
@@ -89,11 +89,16 @@ class Tensor:
     # -- tapes -------------------------------------------------------------------------------
     def trace(self, tape: "Tape | None" = None) -> "Tensor":
         """This tensor on ``tape`` (default: a fresh leaky ``OwnedTape``)."""
-        from .tapes import NoneTape, OwnedTape
+        from .tapes import NoneTape, OwnedTape, Tape
         if tape is None:
             tape = OwnedTape()
         if isinstance(tape, NoneTape):
             return self._handle(None)
+        if not isinstance(tape, Tape):
+            made = f"the class {tape.__name__}" if isinstance(tape, type) else f"a {type(tape).__name__}"
+            raise InvalidArgumentError(f"trace takes a tape object, got {made}. Make one first: "
+                                       f"x.trace(tk.UnionTape()), x.trace(tk.OwnedTape()), or x.trace() for a fresh "
+                                       f"OwnedTape.")
         if not _is_float(self.dtype):
             raise DTypeError(f"cannot trace {self.label}: its dtype {_dtype_name(self.dtype)} is not floating, so "
                              f"it has no gradient. Make it with dtype='float32' or 'float64'.")

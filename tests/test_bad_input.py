@@ -440,7 +440,30 @@ def missing_partitioned(new_tape):
     return (lambda: g[y]), [x, y, z, zz, g]
 
 
+@bad(tk.InvalidArgumentError, "trace takes a tape object, got the class UnionTape", "x.trace(tk.UnionTape())")
+def trace_tape_class(new_tape):
+    x = operand(new_tape, (3,))
+    return (lambda: x.trace(tk.UnionTape)), [x]
+
+
+@bad(tk.InvalidArgumentError, "trace takes a tape object, got a str", "Make one first")
+def trace_not_a_tape(new_tape):
+    x = DEV.randn((3,))
+    return (lambda: x.trace("union")), [x]
+
+
 # arguments a device cannot use
+@bad(tk.InvalidArgumentError, ("shape must be an int or a sequence of ints, none negative", "got (2, -1)"),
+     "for example dev.zeros((2, 3))")
+def device_negative_shape(new_tape):
+    return (lambda: DEV.zeros((2, -1))), []
+
+
+@bad(tk.InvalidArgumentError, "got 'ab'", "for example dev.zeros((2, 3))")
+def device_shape_string(new_tape):
+    return (lambda: DEV.randn("ab")), []
+
+
 @bad(tk.InvalidArgumentError, "unknown backend 'jax'", "use 'numpy' or 'strict'")
 def device_backend(new_tape):
     return (lambda: tk.Cpu(backend="jax")), []
