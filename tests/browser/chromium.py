@@ -7,6 +7,7 @@ own; every Chromium process started for it carries that directory on its command
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import signal
@@ -19,6 +20,26 @@ ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--d
         "--disable-sync", "--no-first-run"]
 VIEWPORT = {"width": 1400, "height": 1000}
 STOP_TIMEOUT_S = 10.0
+
+
+def missing_reason(executable: Path = EXECUTABLE) -> str | None:
+    """Why the browser tests cannot run here, or ``None`` when they can."""
+    if not executable.exists():
+        return f"{executable} is missing: install Debian's chromium (make test does it when run as root)"
+    if importlib.util.find_spec("playwright") is None:
+        return "the playwright package is missing: pip install -e '.[test]'"
+    return None
+
+
+def require(reason: str | None) -> None:
+    """Skip with ``reason`` (when there is one); under CI=true that is a failure, never a skip."""
+    import pytest
+
+    if reason is None:
+        return
+    if os.environ.get("CI", "").lower() in ("true", "1"):
+        pytest.fail(f"{reason} (CI=true: the browser tests must run)", pytrace=False)
+    pytest.skip(reason)
 
 
 def pids_with(marker: str) -> list[int]:

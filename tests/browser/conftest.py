@@ -5,14 +5,13 @@ a fresh page per test, and on failure a screenshot, the page text and the server
 from __future__ import annotations
 
 import json
-import os
 import re
 import urllib.request
 from pathlib import Path
 
 import pytest
 
-from chromium import EXECUTABLE, Chromium
+from chromium import Chromium, missing_reason, require
 from lab_server import LabServer
 
 HERE = Path(__file__).parent
@@ -20,25 +19,9 @@ REPO = HERE.parent.parent
 ARTIFACTS = REPO / "test-artifacts"
 
 
-def in_ci() -> bool:
-    return os.environ.get("CI", "").lower() in ("true", "1")
-
-
-def require(condition: bool, reason: str) -> None:
-    """Skip with ``reason`` when ``condition`` fails; under CI=true that is a failure, never a skip."""
-    if not condition:
-        if in_ci():
-            pytest.fail(f"{reason} (CI=true: the browser tests must run)", pytrace=False)
-        pytest.skip(reason)
-
-
 @pytest.fixture(scope="session")
 def chromium():
-    require(EXECUTABLE.exists(), f"{EXECUTABLE} is missing: install Debian's chromium (make test does it as root)")
-    try:
-        import playwright  # noqa: F401
-    except ImportError:
-        require(False, "the playwright package is missing: pip install -e '.[test]'")
+    require(missing_reason())
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as driver, Chromium(driver) as browser:

@@ -80,6 +80,7 @@ class LabServer:
         return f"http://127.0.0.1:{self.port}/{path.lstrip('/')}"
 
     def environment(self) -> dict[str, str]:
+        """The server's environment: this one, with Jupyter's and IPython's directories in ``home``."""
         env = dict(os.environ)
         for name in ("config", "data", "runtime", "ipython"):
             (self.home / name).mkdir(exist_ok=True)
@@ -94,6 +95,7 @@ class LabServer:
         paths = [p for p in env.get("JUPYTER_PATH", "").split(os.pathsep) if p]
         env["JUPYTER_PATH"] = os.pathsep.join([prefix_share, *paths])
         env.pop("JUPYTER_CONFIG_PATH", None)
+        env.pop("MPLBACKEND", None)  # kernels draw with the inline backend, as in `make lab`
         return env
 
     def start(self) -> "LabServer":
@@ -108,7 +110,11 @@ class LabServer:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "jupyterlab"], cwd=self.root, env=env,
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        self.wait_ready()
+        try:
+            self.wait_ready()
+        except BaseException:
+            self.stop()
+            raise
         return self
 
     def wait_ready(self) -> None:
@@ -123,7 +129,6 @@ class LabServer:
             except (urllib.error.URLError, ConnectionError, TimeoutError):
                 pass
             time.sleep(0.25)
-        self.stop()
         raise RuntimeError(f"JupyterLab did not answer within {START_TIMEOUT_S:.0f} s:\n{self.log()}")
 
     def log(self, tail: int | None = 4000) -> str:

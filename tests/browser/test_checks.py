@@ -9,11 +9,23 @@ from pathlib import Path
 
 import pytest
 
-from chromium import Chromium, pids_with
+from chromium import Chromium, missing_reason, pids_with, require
 from lab_server import LabServer
 from notebook_page import NotebookPage
 
 pytestmark = pytest.mark.xdist_group("browser")
+
+
+def test_a_missing_browser_skips_outside_ci_and_fails_under_ci(monkeypatch, tmp_path):
+    reason = missing_reason(tmp_path / "chromium")
+    assert reason == f"{tmp_path / 'chromium'} is missing: install Debian's chromium (make test does it when run as root)"
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="is missing"):
+        require(reason)
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match=r"\(CI=true: the browser tests must run\)"):
+        require(reason)
+    require(None)
 
 
 def test_a_broken_notebook_is_reported_fault_by_fault(page, lab):

@@ -6,14 +6,17 @@ redrawn. Program: acceptance program P4, whose two ArcTapes a merge leaves parti
 from __future__ import annotations
 
 import re
+import runpy
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 
-from fixtures.explorer_program import program
 from notebook_page import NotebookPage, graph_state, wait_for
 
 pytestmark = pytest.mark.xdist_group("browser")
+
+program = runpy.run_path(str(Path(__file__).parent / "fixtures" / "explorer_program.py"))["program"]
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -24,7 +27,7 @@ def expected_graph(policy: str, step: int) -> dict:
 
     svg = ET.fromstring(TapeExplorer(program, policy=policy, step=step).svg)
     nodes = [g for g in svg.iter(f"{SVG}g") if g.get("class") == "node"]
-    fills = {shape.get("fill", "").lower() for g in nodes for shape in g
+    fills = {shape.get("fill", "").lower() for g in nodes for shape in g.iter()
              if shape.tag in (f"{SVG}polygon", f"{SVG}ellipse", f"{SVG}path")}
     fills -= {"", "none", "white", "#ffffff", "transparent"}
     return {"nodes": len(nodes), "fills": sorted(fills)}
