@@ -34,9 +34,10 @@ BINARY: dict[str, Callable[[tk.Tensor, tk.Tensor], tk.Tensor]] = {
     "mul": lambda a, b: a * b,
     "div": lambda a, b: a / (b * b + 1.0),
     "where": lambda a, b: tk.where(a > 0.1, a, b),
+    "join": lambda a, b: tk.concat([a.reshape(-1), b.reshape(-1)]),
 }
 REDUCE = ("sum", "mean", "logsumexp", "softmax", "log_softmax")
-SHAPE = ("transpose", "flatten", "slice")
+SHAPE = ("transpose", "flatten", "slice", "pick")
 
 
 @dataclass(frozen=True)
@@ -109,6 +110,8 @@ def apply(step: Step, args: list[tk.Tensor]) -> tk.Tensor:
         return a.transpose() if a.ndim >= 2 else -a
     if step.name == "flatten":
         return a.reshape(-1)
+    if step.name == "pick":  # an integer-array index with repeats: its backward adds them up
+        return a[[0, -1, 0]] if a.ndim >= 1 else 2.0 * a
     return a[..., :1] if a.ndim >= 1 else a + 0.25
 
 
