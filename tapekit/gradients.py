@@ -109,6 +109,8 @@ class Gradients:
         if old is None:
             arrays[tid] = grad
         elif tid in self._owned:
+            if grad.dtype != old.dtype:  # an op mixed float32 and float64; array API namespaces
+                grad = device.xp.astype(grad, old.dtype)  # refuse += across dtypes
             old += grad
             self._clean.discard(tid)
         else:

@@ -13,6 +13,8 @@ import pytest
 
 import tapekit as tk
 
+from .conftest import host
+
 DEV = tk.Cpu(seed=0)
 POLICIES = {"owned": tk.OwnedTape, "arc": tk.ArcTape, "union": tk.UnionTape, "global": tk.GlobalTape}
 
@@ -513,3 +515,17 @@ def test_snapshot_sees_a_successful_op(policy: str) -> None:
         before = [snapshot(a), snapshot(b)]
         a + b
     assert [snapshot(a), snapshot(b)] != before
+
+
+def test_mixed_float_dtypes_are_not_a_crash_in_backward() -> None:
+    """float32 meeting float64 is allowed (numpy promotes); a preallocated float32 gradient buffer
+    then takes float64 gradients on every device, including array API namespaces that refuse
+    ``+=`` across dtypes."""
+    for backend in ("numpy", "strict"):
+        dev = tk.Cpu(seed=0, backend=backend)
+        x, y = dev.tensor([1.0, 2.0], dtype="float32"), dev.tensor([3.0, 4.0], dtype="float64")
+        grads = tk.Gradients()
+        grads.alloc(x)
+        out = (x.trace(tk.UnionTape(grads=grads)) * y).sum()
+        got = out.backward()[x]
+        np.testing.assert_allclose(host(got), [3.0, 4.0])
