@@ -9,10 +9,12 @@ from .errors import (AxisError, BackwardError, DeviceMismatchError, DeviceUnavai
                      TapePolicyError, UnusedParamsError)
 from .gradients import Gradients
 from .inspect import explain, tapes
+from .losses import binary_cross_entropy_with_logits, cross_entropy, mse_loss
 from .ops import (abs, clip, concat, cos, exp, log, log_softmax, logsumexp, matmul, maximum, mean, minimum,
                   relu, sigmoid, sin, softmax, sqrt, stack, tanh, where)
 from .tapes import ArcTape, GlobalTape, NoneTape, OwnedTape, Tape, UnionTape
 from .tensor import Tensor
+from . import nn, optim
 
 __version__ = "0.1.0"
 
@@ -27,6 +29,7 @@ def __getattr__(name: str):
 
 __all__ = [
     "Cpu", "Cuda", "Device", "Tensor", "Gradients", "backward", "check_grads", "GradCheck", "explain", "tapes",
+    "nn", "optim", "mse_loss", "cross_entropy", "binary_cross_entropy_with_logits",
     "Tape", "NoneTape", "OwnedTape", "ArcTape", "UnionTape", "GlobalTape",
     "abs", "clip", "concat", "cos", "exp", "log", "log_softmax", "logsumexp", "matmul", "maximum", "mean",
     "minimum", "relu", "sigmoid", "sin", "softmax", "sqrt", "stack", "tanh", "where",

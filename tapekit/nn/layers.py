@@ -1,0 +1,137 @@
+"""Layers with parameters: ``Linear``, ``Embedding``, ``LayerNorm``, ``Dropout`` and ``Constant``.
+
+Each takes ``device`` (default: a shared ``tk.Cpu(seed=0)``) and ``dtype`` (default float32; use
+float64 to check gradients against finite differences).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..devices import Device
+from ..errors import DTypeError, InvalidArgumentError
+from ..tapes.base import SpentTape, moved_into
+from ..tapes.merge import merge_tapes, operand_tapes
+from ..tensor import Tensor
+from .module import Module, branch, device_or_default
+
+
+def _positive(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
+        raise InvalidArgumentError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+class Linear(Module):
+    """``x @ weight + bias``, with ``weight`` of shape ``(in_features, out_features)``.
+
+    Both start uniform in ``±1/sqrt(in_features)``, as in PyTorch and dfdx."""
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True, device: Device | None = None,
+                 dtype: Any = None) -> None:
+        self.in_features = _positive("in_features", in_features)
+        self.out_features = _positive("out_features", out_features)
+        dev = device_or_default(device)
+        bound = 1 / math.sqrt(in_features)
+        self.weight = dev.tensor(dev.rng.uniform(-bound, bound, (in_features, out_features)), dtype=dtype)
+        self.bias = dev.tensor(dev.rng.uniform(-bound, bound, (out_features,)), dtype=dtype) if bias else None
+
+    def forward(self, x: Tensor) -> Tensor:
+        y = x @ self.weight
+        return y if self.bias is None else y + self.bias
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
+
+
+class Embedding(Module):
+    """Rows of ``weight`` (``(num_embeddings, dim)``, standard normal) picked by integer indices of
+    any shape; the output has the indices' shape plus ``dim``. Integer indices cannot carry a tape,
+    so tag the parameters (``model.trace(tape)``) to train it."""
+
+    def __init__(self, num_embeddings: int, dim: int, device: Device | None = None, dtype: Any = None) -> None:
+        self.num_embeddings = _positive("num_embeddings", num_embeddings)
+        self.dim = _positive("dim", dim)
+        dev = device_or_default(device)
+        self.weight = dev.tensor(dev.rng.standard_normal((num_embeddings, dim)), dtype=dtype)
+
+    def forward(self, indices: Any) -> Tensor:
+        host = indices.numpy() if isinstance(indices, Tensor) else np.asarray(indices)
+        if host.dtype.kind not in "iu":
+            raise DTypeError(f"Embedding takes integer indices, got dtype {host.dtype}; make them with an "
+                             f"integer dtype, e.g. dev.tensor(np.array([...]), dtype='int64')")
+        rows = self.weight[host.reshape(-1)]
+        return rows if host.ndim == 1 else rows.reshape(*host.shape, self.dim)
+
+    def extra_repr(self) -> str:
+        return f"num_embeddings={self.num_embeddings}, dim={self.dim}"
+
+
+class LayerNorm(Module):
+    """Normalise the last axis to mean 0 and variance 1, then scale by ``weight`` (ones) and shift
+    by ``bias`` (zeros)."""
+
+    def __init__(self, dim: int, eps: float = 1e-5, device: Device | None = None, dtype: Any = None) -> None:
+        self.dim = _positive("dim", dim)
+        if not eps > 0:
+            raise InvalidArgumentError(f"eps must be positive, got {eps!r}")
+        self.eps = float(eps)
+        dev = device_or_default(device)
+        self.weight = dev.ones((dim,), dtype=dtype)
+        self.bias = dev.zeros((dim,), dtype=dtype)
+
+    def forward(self, x: Tensor) -> Tensor:
+        centred = x - branch(x).mean(-1, keepdims=True)
+        c = branch(centred)
+        variance = (c * c).mean(-1, keepdims=True)
+        return centred / (variance + self.eps).sqrt() * self.weight + self.bias
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}, eps={self.eps}"
+
+
+class Dropout(Module):
+    """In training mode, zero each value with probability ``p`` and scale the rest by ``1/(1-p)``
+    (masks come from the input's device generator); in evaluation mode, the identity."""
+
+    def __init__(self, p: float = 0.5) -> None:
+        if not 0 <= p < 1:
+            raise InvalidArgumentError(f"Dropout needs 0 <= p < 1, got {p!r}")
+        self.p = float(p)
+
+    def forward(self, x: Tensor) -> Tensor:
+        if not self.training or self.p == 0:
+            return x
+        keep = x.device.rng.random(x.shape) >= self.p
+        return x * x.device.tensor(keep / (1 - self.p), dtype=x.dtype)
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}"
+
+
+class Constant(Module):
+    """A learned constant: the output is the parameter ``value`` (zeros of ``shape`` at first),
+    whatever the input holds.
+
+    It trains whichever side carries the tape. With parameter tagging the parameter carries it.
+    With input tagging the input's tape moves onto the parameter, dfdx style: the output of an op
+    on the parameter takes it, and under an OwnedTape the input's handle can no longer record."""
+
+    def __init__(self, shape: int | Sequence[int], device: Device | None = None, dtype: Any = None) -> None:
+        self.value = device_or_default(device).zeros(shape, dtype=dtype)
+
+    def forward(self, x: Tensor) -> Tensor:
+        value, moved = self.value, getattr(x, "tape", None)
+        if moved is not None:
+            value = value._handle(merge_tapes(operand_tapes((value, x), "Constant"), "Constant"))
+        out = value.broadcast_to(value.shape)
+        if moved is not None and moved.moves:
+            rec = out._record
+            x._tape = SpentTape(moved_into, x.id, rec.id, rec.name, out.id)
+        return out
+
+    def extra_repr(self) -> str:
+        return f"shape={self.value.shape}"

@@ -1,0 +1,126 @@
+"""Optimizers: ``Sgd`` and ``Adam``. ``opt.update(model, grads)`` moves every parameter that has a
+gradient one step, replacing its storage (tensors stay immutable; ids stay the same, so a reused
+``Gradients`` keeps working).
+
+A parameter missing from ``grads`` does not stop the others from updating; the call then raises
+``UnusedParamsError`` naming it. Gradients of the wrong shape raise ``ShapeError`` before any change.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any
+
+from .errors import InvalidArgumentError, ShapeError, UnusedParamsError
+from .gradients import Gradients
+from .nn.module import Module
+from .tensor import Tensor
+
+
+class Optimizer:
+    """Base class: checks and weight decay here, the update rule in ``_step``."""
+
+    def __init__(self, model: Module, lr: float, weight_decay: float) -> None:
+        if not isinstance(model, Module):
+            raise InvalidArgumentError(f"an optimizer takes the model to train, got a {type(model).__name__}")
+        self.lr = _check(lr, "lr", lambda v: v > 0, "a positive number")
+        self.weight_decay = _check(weight_decay, "weight_decay", lambda v: v >= 0, "a number, 0 or more")
+        self._state = {p.id: self._init_state(p) for p in model.parameters()}
+
+    def update(self, model: Module, grads: Gradients) -> None:
+        """One step for every parameter of ``model`` that has an entry in ``grads``."""
+        if not isinstance(grads, Gradients):
+            raise InvalidArgumentError(f"update takes the Gradients a backward returned, got a {type(grads).__name__}")
+        ready, missing = [], []
+        for name, p in model._origin().named_parameters():
+            g = grads.get(p)
+            if g is None:
+                missing.append(name)
+            elif tuple(g.shape) != p.shape:
+                raise ShapeError(f"the gradient for {name} has shape {tuple(g.shape)} but the parameter has "
+                                 f"{p.shape}; nothing was updated. Pass the Gradients of this model's backward.")
+            else:
+                ready.append((p, g))
+        for p, g in ready:
+            if self.weight_decay:
+                g = g + self.weight_decay * p.data
+            if p.id not in self._state:
+                self._state[p.id] = self._init_state(p)
+            new = self._step(p.device.xp, p.data, g, self._state[p.id])
+            p.data = new if new.dtype == p.dtype else p.device.xp.astype(new, p.dtype)
+        if missing:
+            raise UnusedParamsError(
+                f"no gradient for {len(missing)} parameter(s): {', '.join(missing)}; the other parameters were "
+                f"updated. The backward did not reach them: trace the parameters with model.trace(tape), or "
+                f"the input with tk.OwnedTape(model.alloc_grads()), which holds an entry for every parameter.")
+
+    def _init_state(self, p: Tensor) -> dict[str, Any]:
+        return {}
+
+    def _step(self, xp: Any, w: Any, g: Any, state: dict[str, Any]) -> Any:
+        """The parameter's new values from its values ``w``, gradient ``g`` and its state."""
+        raise NotImplementedError
+
+
+class Sgd(Optimizer):
+    """Stochastic gradient descent, with optional momentum (PyTorch's and dfdx's form):
+    ``v = momentum·v + g``; ``w -= lr·v``, or ``w -= lr·(g + momentum·v)`` with Nesterov.
+    ``weight_decay`` adds ``weight_decay·w`` to ``g`` first."""
+
+    def __init__(self, model: Module, lr: float, momentum: float = 0.0, nesterov: bool = False,
+                 weight_decay: float = 0.0) -> None:
+        self.momentum = _check(momentum, "momentum", lambda v: v >= 0, "a number, 0 or more")
+        if nesterov and not self.momentum:
+            raise InvalidArgumentError("nesterov=True needs a positive momentum")
+        self.nesterov = bool(nesterov)
+        super().__init__(model, lr, weight_decay)
+
+    def _init_state(self, p: Tensor) -> dict[str, Any]:
+        return {"velocity": p.device.xp.zeros_like(p.data)} if self.momentum else {}
+
+    def _step(self, xp: Any, w: Any, g: Any, state: dict[str, Any]) -> Any:
+        if self.momentum:
+            v = state["velocity"] = self.momentum * state["velocity"] + g
+            g = g + self.momentum * v if self.nesterov else v
+        return w - self.lr * g
+
+    def __repr__(self) -> str:
+        return (f"Sgd(lr={self.lr}, momentum={self.momentum}, nesterov={self.nesterov}, "
+                f"weight_decay={self.weight_decay})")
+
+
+class Adam(Optimizer):
+    """Adam (Kingma & Ba): ``m = β₁m + (1-β₁)g``, ``v = β₂v + (1-β₂)g²``, then
+    ``w -= lr·m̂/(√v̂ + eps)`` with ``m̂ = m/(1-β₁ᵗ)``, ``v̂ = v/(1-β₂ᵗ)``, ``t`` counting each
+    parameter's steps. ``weight_decay`` adds ``weight_decay·w`` to ``g`` first (L2, as PyTorch's Adam)."""
+
+    def __init__(self, model: Module, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 0.0) -> None:
+        if len(betas) != 2:
+            raise InvalidArgumentError(f"betas must be two numbers, got {betas!r}")
+        self.betas = tuple(_check(b, "betas", lambda v: 0 <= v < 1, "a number in [0, 1)") for b in betas)
+        self.eps = _check(eps, "eps", lambda v: v > 0, "a positive number")
+        super().__init__(model, lr, weight_decay)
+
+    def _init_state(self, p: Tensor) -> dict[str, Any]:
+        xp = p.device.xp
+        return {"t": 0, "m": xp.zeros_like(p.data), "v": xp.zeros_like(p.data)}
+
+    def _step(self, xp: Any, w: Any, g: Any, state: dict[str, Any]) -> Any:
+        b1, b2 = self.betas
+        state["t"] = t = state["t"] + 1
+        m = state["m"] = b1 * state["m"] + (1 - b1) * g
+        v = state["v"] = b2 * state["v"] + (1 - b2) * g * g
+        m_hat = m / (1 - b1 ** t)
+        v_hat = v / (1 - b2 ** t)
+        return w - self.lr * m_hat / (xp.sqrt(v_hat) + self.eps)
+
+    def __repr__(self) -> str:
+        return f"Adam(lr={self.lr}, betas={self.betas}, eps={self.eps}, weight_decay={self.weight_decay})"
+
+
+def _check(value: Any, name: str, ok: Any, wanted: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or not ok(value):
+        raise InvalidArgumentError(f"{name} must be {wanted}, got {value!r}")
+    return float(value)

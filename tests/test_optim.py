@@ -1,0 +1,138 @@
+"""Optimizers: each update rule against hand-computed numbers, partial updates with
+UnusedParamsError, and argument and shape errors that change nothing."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tapekit as tk
+
+from .conftest import host
+
+
+class Pair(tk.nn.Module):
+    """Two parameters: ``a = [1, -2]`` and ``b = [0.5]`` (float64)."""
+
+    def __init__(self, dev):
+        self.a = dev.tensor([1.0, -2.0], dtype="float64")
+        self.b = dev.tensor([0.5], dtype="float64")
+
+
+def grads_of(model: Pair, dev, a=None, b=None) -> tk.Gradients:
+    """Gradients whose entries are exactly ``a`` and ``b`` (from a real backward of sum(param * value))."""
+    view = model.trace(tk.UnionTape())
+    terms = [(p * dev.tensor(v, dtype="float64")).sum() for p, v in ((view.a, a), (view.b, b)) if v is not None]
+    return tk.backward(terms)
+
+
+G1, G2 = [0.5, 1.0], [-1.0, 2.0]
+
+
+def run(dev, make_opt, steps):
+    model = Pair(dev)
+    opt = make_opt(model)
+    for g in steps:
+        opt.update(model, grads_of(model, dev, a=g, b=[0.0]))
+    return host(model.a)
+
+
+@pytest.mark.parametrize("make_opt, steps, expected", [
+    # w -= lr * g: [1, -2] - 0.1 * [0.5, 1] = [0.95, -2.1]; again: [0.9, -2.2]
+    (lambda m: tk.optim.Sgd(m, lr=0.1), [G1, G1], [0.9, -2.2]),
+    # v = g = [0.5, 1] -> [0.95, -2.1]; v = 0.9 * [0.5, 1] + [0.5, 1] = [0.95, 1.9] -> [0.855, -2.29]
+    (lambda m: tk.optim.Sgd(m, lr=0.1, momentum=0.9), [G1, G1], [0.855, -2.29]),
+    # step g + 0.9 v = [0.95, 1.9] -> [0.905, -2.19]; v = [0.95, 1.9], step [1.355, 2.71] -> [0.7695, -2.461]
+    (lambda m: tk.optim.Sgd(m, lr=0.1, momentum=0.9, nesterov=True), [G1, G1], [0.7695, -2.461]),
+    # g + 0.1 w = [0.5 + 0.1, 1 - 0.2] = [0.6, 0.8] -> [1 - 0.06, -2 - 0.08]
+    (lambda m: tk.optim.Sgd(m, lr=0.1, weight_decay=0.1), [G1], [0.94, -2.08]),
+    # t = 1: m̂ = g, v̂ = g², step = g / (|g| + eps) = [1, 1] (to 1e-8) -> [0.9, -2.1]
+    (lambda m: tk.optim.Adam(m, lr=0.1), [G1], [0.9, -2.1]),
+    # t = 2 with g = [-1, 2]: m = [-0.055, 0.29], v = [0.00124975, 0.004999], m̂ = m / 0.19, v̂ = v / 0.001999,
+    # m̂ / sqrt(v̂) = [-0.3661035, 0.9651820] -> [0.9 + 0.03661035, -2.1 - 0.0965182]
+    (lambda m: tk.optim.Adam(m, lr=0.1), [G1, G2], [0.93661035, -2.1965182]),
+    # g + 0.5 w = [0.5 + 0.5, 1 - 1] = [1, 0]: step [1, 0] -> [0.9, -2]
+    (lambda m: tk.optim.Adam(m, lr=0.1, weight_decay=0.5), [G1], [0.9, -2.0]),
+    # beta1 = 0: m̂ = g; beta2 = 0.5, t = 1: v̂ = g² -> [0.9, -2.1]
+    (lambda m: tk.optim.Adam(m, lr=0.1, betas=(0.0, 0.5)), [G1], [0.9, -2.1]),
+])
+def test_update_rules_match_hand_computed_numbers(dev, make_opt, steps, expected):
+    np.testing.assert_allclose(run(dev, make_opt, steps), expected, rtol=1e-7)
+
+
+def test_updates_keep_ids_dtypes_and_reused_gradient_buffers_working(dev):
+    model = tk.nn.Linear(3, 2, device=dev)
+    ids = [p.id for p in model.parameters()]
+    opt = tk.optim.Adam(model, lr=0.01)
+    x, target = dev.randn((4, 3)), dev.zeros((4, 2))
+    grads = model.alloc_grads()
+    losses = []
+    for _ in range(20):
+        model.zero_grads(grads)
+        loss = tk.mse_loss(model(x.trace(tk.OwnedTape(grads))), target)
+        losses.append(loss.item())
+        grads = loss.backward()
+        opt.update(model, grads)
+    assert [p.id for p in model.parameters()] == ids
+    assert all(p.dtype == dev.dtype("float32") for p in model.parameters())
+    assert losses[-1] < losses[0]
+
+
+def test_updating_through_a_traced_view_updates_the_model(dev):
+    model = Pair(dev)
+    view = model.trace(tk.UnionTape())
+    tk.optim.Sgd(model, lr=1.0).update(view, grads_of(model, dev, a=[1.0, 1.0], b=[1.0]))
+    assert host(model.a).tolist() == [0.0, -3.0] and host(model.b).tolist() == [-0.5]
+
+
+def test_a_parameter_without_gradient_does_not_stop_the_others(dev):
+    model = Pair(dev)
+    opt = tk.optim.Adam(model, lr=0.1)
+    with pytest.raises(tk.UnusedParamsError, match=r"no gradient for 1 parameter\(s\): b; the other parameters were "
+                                                   r"updated"):
+        opt.update(model, grads_of(model, dev, a=G1))
+    np.testing.assert_allclose(host(model.a), [0.9, -2.1])
+    assert host(model.b).tolist() == [0.5]
+    opt.update(model, grads_of(model, dev, a=G1, b=[2.0]))  # b's first step: Adam's t counts per parameter
+    np.testing.assert_allclose(host(model.b), [0.4])
+    model.zero_grads(grads := model.alloc_grads())
+    opt.update(model, grads)  # never the case after alloc_grads
+
+
+def test_gradients_of_the_wrong_shape_change_nothing(dev):
+    model = Pair(dev)
+    grads = grads_of(model, dev, a=G1)
+    grads.accumulate(model.b.id, dev.zeros((3,), dtype="float64").data, dev)
+    with pytest.raises(tk.ShapeError, match=r"gradient for b has shape \(3,\) but the parameter has \(1,\)"):
+        tk.optim.Sgd(model, lr=0.1).update(model, grads)
+    assert host(model.a).tolist() == [1.0, -2.0]
+
+
+@pytest.mark.parametrize("make, match", [
+    (lambda m: tk.optim.Sgd(m, lr=0), "lr must be a positive number, got 0"),
+    (lambda m: tk.optim.Sgd(m, lr=-0.1), "lr must be"),
+    (lambda m: tk.optim.Adam(m, lr=float("nan")), "lr must be"),
+    (lambda m: tk.optim.Sgd(m, lr=0.1, momentum=-0.5), "momentum"),
+    (lambda m: tk.optim.Sgd(m, lr=0.1, nesterov=True), "nesterov=True needs a positive momentum"),
+    (lambda m: tk.optim.Sgd(m, lr=0.1, weight_decay=-1), "weight_decay"),
+    (lambda m: tk.optim.Adam(m, betas=(0.9, 1.0)), "betas"),
+    (lambda m: tk.optim.Adam(m, betas=(0.9,)), "betas must be two numbers"),
+    (lambda m: tk.optim.Adam(m, eps=0), "eps"),
+    (lambda m: tk.optim.Sgd([m.a], lr=0.1), "takes the model to train"),
+])
+def test_bad_optimizer_arguments_raise_invalid_argument(cpu, make, match):
+    with pytest.raises(tk.InvalidArgumentError, match=match):
+        make(Pair(cpu))
+
+
+def test_update_takes_gradients(cpu):
+    model = Pair(cpu)
+    with pytest.raises(tk.InvalidArgumentError, match="Gradients"):
+        tk.optim.Sgd(model, lr=0.1).update(model, {model.a.id: np.ones(2)})
+
+
+def test_optimizer_reprs(cpu):
+    model = Pair(cpu)
+    assert repr(tk.optim.Sgd(model, lr=0.1, momentum=0.9)) == \
+        "Sgd(lr=0.1, momentum=0.9, nesterov=False, weight_decay=0.0)"
+    assert repr(tk.optim.Adam(model)) == "Adam(lr=0.001, betas=(0.9, 0.999), eps=1e-08, weight_decay=0.0)"
