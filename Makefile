@@ -49,6 +49,7 @@ test: $(VENV)/.test-installed graphviz chromium
 bench: $(VENV)/.bench-installed
 	$(BIN)/python -m benchmarks
 
-gpu-check: $(BIN)/python
-	$(BIN)/pip install -q -e '.[test,gpu]'
-	$(BIN)/python -m pytest -q tests -k "not browser" -p no:randomly
+gpu-check: $(VENV)/.test-installed
+	$(BIN)/pip install -q -e '.[gpu]'
+	$(BIN)/python -m pytest -q -n 4 tests --ignore=tests/browser
+	$(BIN)/python -m benchmarks.gpu
