@@ -10,10 +10,10 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
-import signal
 import tempfile
-import time
 from pathlib import Path
+
+from processes import end, pids_with
 
 EXECUTABLE = Path("/usr/bin/chromium")
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -42,20 +42,6 @@ def require(reason: str | None) -> None:
     pytest.skip(reason)
 
 
-def pids_with(marker: str) -> list[int]:
-    """Ids of the processes whose command line contains ``marker``."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                cmdline = (entry / "cmdline").read_bytes()
-            except OSError:
-                continue
-            if marker.encode() in cmdline:
-                found.append(int(entry.name))
-    return found
-
-
 class Chromium:
     """One headless Chromium with one browser context, launched by a running ``sync_playwright()``;
     `new_page()` opens a tab, `stop()` ends the browser."""
@@ -65,7 +51,6 @@ class Chromium:
         self.executable = executable
         self.profile = Path(tempfile.mkdtemp(prefix="tapekit-chromium-"))
         self.marker = f"--user-data-dir={self.profile}"
-        self.pids: list[int] = []
         self.context = None
 
     def start(self) -> "Chromium":
@@ -75,7 +60,6 @@ class Chromium:
         except BaseException:
             self.stop()
             raise
-        self.pids = pids_with(self.marker)
         return self
 
     def new_page(self):
@@ -83,12 +67,12 @@ class Chromium:
 
     def stop(self) -> None:
         """Close the browser, then end by id every one of its processes still running."""
-        pids = sorted(set(self.pids) | set(pids_with(self.marker)))
+        processes = pids_with(self.marker)
         try:
             if self.context is not None:
                 self.context.close()
         finally:
-            kill_survivors(pids, self.marker)
+            end(processes, STOP_TIMEOUT_S)
             shutil.rmtree(self.profile, ignore_errors=True)
 
     def __enter__(self) -> "Chromium":
@@ -97,14 +81,3 @@ class Chromium:
     def __exit__(self, *exc) -> None:
         self.stop()
 
-
-def kill_survivors(pids: list[int], marker: str) -> None:
-    """SIGKILL those of ``pids`` still running Chromium for this profile after a short grace period."""
-    deadline = time.monotonic() + STOP_TIMEOUT_S
-    while time.monotonic() < deadline and set(pids) & set(pids_with(marker)):
-        time.sleep(0.1)
-    for pid in set(pids) & set(pids_with(marker)):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass

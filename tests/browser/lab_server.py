@@ -3,11 +3,13 @@
 It runs with this interpreter (so its kernel is the project's environment), on 127.0.0.1 and a free
 port, without a token, with its own config, data and runtime directories, news and update checks off.
 It serves a copy of the notebooks, so that running them in the browser never rewrites committed files.
-It is stopped by its process id, together with the kernels it started (its own process group).
+It is stopped by its process id, and so are the kernels it started (even if it left them behind),
+and it ends with the test process even when that is killed.
 """
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import shutil
@@ -21,6 +23,9 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from processes import end, family
+
+PR_SET_PDEATHSIG = 1  # from <sys/prctl.h>
 START_TIMEOUT_S = 90.0
 STOP_TIMEOUT_S = 15.0
 
@@ -109,7 +114,9 @@ class LabServer:
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "jupyterlab"], cwd=self.root, env=env,
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True,  # a Ctrl-C reaches pytest, which stops the server, not the server itself
+                preexec_fn=end_with_parent)
         try:
             self.wait_ready()
         except BaseException:
@@ -137,9 +144,12 @@ class LabServer:
         return text if tail is None else text[-tail:]
 
     def stop(self) -> None:
-        """End the server and its kernels (its process group, whose id is the server's pid)."""
+        """SIGTERM the server (it shuts its kernels down); SIGKILL by id whatever of it is left after a grace period."""
         if self.process is not None:
-            stop_group(self.process)
+            processes = family(self.process.pid)
+            self.process.terminate()
+            end(processes, STOP_TIMEOUT_S)
+            self.process.wait()
         shutil.rmtree(self.home, ignore_errors=True)
 
     def __enter__(self) -> "LabServer":
@@ -149,19 +159,7 @@ class LabServer:
         self.stop()
 
 
-def stop_group(process: subprocess.Popen) -> None:
-    """SIGTERM the process group led by `process`, then SIGKILL what is left after a grace period."""
-    pgid = process.pid
-    try:
-        os.killpg(pgid, signal.SIGTERM)
-    except ProcessLookupError:
-        pass
-    try:
-        process.wait(timeout=STOP_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        pass
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    process.wait()
+def end_with_parent() -> None:
+    """In the child before exec: have Linux send SIGTERM when the test process dies, even by SIGKILL."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+

@@ -186,7 +186,7 @@ def graph_state(svg) -> dict:
     return svg.evaluate(GRAPH_JS)
 
 
-def wait_for(probe, until, timeout_s: float = 30.0, what: str = "the page to change"):
+def wait_for(probe, until, timeout_s: float = 60.0, what: str = "the page to change"):
     """Poll ``probe()`` until ``until(value)`` holds; the last value, or AssertionError naming ``what``."""
     deadline = time.monotonic() + timeout_s
     while True:

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from chromium import Chromium, missing_reason, pids_with, require
+from chromium import Chromium, missing_reason, require
 from lab_server import LabServer
 from notebook_page import NotebookPage
+from processes import family, pids_with, still_running
 
 pytestmark = pytest.mark.xdist_group("browser")
 
@@ -40,30 +41,17 @@ def test_a_broken_notebook_is_reported_fault_by_fault(page, lab):
     assert problems[5] == "cell 7: did not run (prompt '[ ]:')"
 
 
-def group_members(pgid: int) -> list[int]:
-    """Ids of the live (not zombie) processes in process group ``pgid``."""
-    members = []
-    for entry in Path("/proc").iterdir():
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        state, _ppid, group = stat.rsplit(")", 1)[1].split()[:3]
-        if int(group) == pgid and state != "Z":
-            members.append(int(entry.name))
-    return members
-
-
 def test_stopping_the_server_ends_it_and_its_kernels():
     server = LabServer({"fixtures": Path(__file__).parent / "fixtures"}).start()
     try:
         request = urllib.request.Request(server.url("api/kernels"), data=b"{}", method="POST")
         with urllib.request.urlopen(request, timeout=60) as reply:
             assert json.load(reply)["name"] == "python3"
-        assert len(group_members(server.process.pid)) >= 2  # the server and its kernel
+        processes = family(server.process.pid)
+        assert any(b"ipykernel" in line for line in processes.values())
     finally:
         server.stop()
-    assert group_members(server.process.pid) == []
+    assert still_running(processes) == {}
     assert not server.home.exists()
 
 
@@ -71,9 +59,10 @@ def test_stopping_the_browser_ends_every_chromium_process(chromium):
     browser = Chromium(chromium.playwright).start()
     try:
         assert browser.new_page().evaluate("1 + 1") == 2
-        pids = pids_with(browser.marker)
-        assert browser.pids and set(browser.pids) <= set(pids)
+        processes = pids_with(browser.marker)
+        assert len(processes) >= 2  # the browser and its helpers (zygotes, renderers, ...)
     finally:
         browser.stop()
-    assert pids_with(browser.marker) == []
+    assert still_running(processes) == {}
+    assert pids_with(browser.marker) == {}
     assert not browser.profile.exists()
