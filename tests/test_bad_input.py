@@ -5,7 +5,9 @@ records, gradient entries, values, which tape each handle carries."""
 from __future__ import annotations
 
 import contextlib
+import pickle
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
@@ -50,19 +52,29 @@ def snapshot(thing: Any) -> Any:
         return ("tape", _tape_state(thing))
     if isinstance(thing, tk.Gradients):
         return ("grads", _grads_state(thing))
-    if hasattr(thing, "state_dict"):
-        return ("state", sorted((k, _array(v)) for k, v in thing.state_dict().items()))
-    if hasattr(thing, "parameters"):
-        return ("params", [snapshot(p) for p in thing.parameters()])
-    return ("object", vars(thing) if hasattr(thing, "__dict__") else repr(thing))
+    if isinstance(thing, tk.nn.Module):
+        return ("module", [(name, snapshot(p)) for name, p in thing.named_parameters()])
+    return ("object", type(thing), _plain(vars(thing)))
+
+
+def _plain(value: Any) -> Any:
+    """``value`` (an optimizer's settings and state, say) with arrays turned into comparable data."""
+    if isinstance(value, dict):
+        return sorted((repr(k), _plain(v)) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if hasattr(value, "shape") and hasattr(value, "dtype"):
+        return _array(value)
+    return value
 
 
 # -- the catalogue ------------------------------------------------------------------------------
 @dataclass
 class Bad:
-    """A bad call: ``build(tape)`` makes the objects and returns ``(call, involved)``."""
+    """A bad call: ``build(new_tape, tmp)`` makes the objects (tapes from ``new_tape()``, files in
+    the folder ``tmp``) and returns ``(call, involved)``."""
 
-    build: Callable[[Callable[[], Any]], tuple[Callable[[], Any], list]]
+    build: Callable[[Callable[[], Any], Path], tuple[Callable[[], Any], list]]
     error: type
     problem: tuple[str, ...]  # substrings naming what went wrong
     fix: tuple[str, ...]  # substrings naming what to do
@@ -94,7 +106,7 @@ def operand(new_tape: Callable[[], Any], shape: tuple[int, ...], dev: tk.Device 
 
 # binary op families: incompatible shapes
 def _binary(fn):
-    def build(new_tape):
+    def build(new_tape, tmp):
         a, b = operand(new_tape, (2, 3)), operand(new_tape, (4,))
         return (lambda: fn(a, b)), [a, b]
     return build
@@ -110,64 +122,64 @@ for _name, _fn in {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": 
 
 
 @bad(tk.ShapeError, "where: shapes (3,) and (2,) do not broadcast", "Reshape one operand", per_policy=True)
-def where_shapes(new_tape):
+def where_shapes(new_tape, tmp):
     a, b = operand(new_tape, (3,)), operand(new_tape, (2,))
     return (lambda: tk.where(DEV.tensor(np.array([True, False, True])), a, b)), [a, b]
 
 
 @bad(tk.ShapeError, ("matmul: (2, 3) @ (4,)", "left (3)", "right (4)"), "Transpose or reshape", per_policy=True)
-def matmul_vector(new_tape):
+def matmul_vector(new_tape, tmp):
     a, b = operand(new_tape, (2, 3)), operand(new_tape, (4,))
     return (lambda: a @ b), [a, b]
 
 
 @bad(tk.ShapeError, ("matmul: (2, 3) @ (2, 3)", "second-to-last"), "Transpose or reshape", per_policy=True)
-def matmul_matrices(new_tape):
+def matmul_matrices(new_tape, tmp):
     a, b = operand(new_tape, (2, 3)), operand(new_tape, (2, 3))
     return (lambda: a @ b), [a, b]
 
 
 @bad(tk.ShapeError, ("matmul (batch axes): shapes (2,) and (5,)",), "Reshape one operand", per_policy=True)
-def matmul_batch(new_tape):
+def matmul_batch(new_tape, tmp):
     a, b = operand(new_tape, (2, 3, 4)), operand(new_tape, (5, 4, 2))
     return (lambda: a @ b), [a, b]
 
 
 @bad(tk.ShapeError, "matmul: operands need at least 1 dimension", "use * for scalars", per_policy=True)
-def matmul_scalar(new_tape):
+def matmul_scalar(new_tape, tmp):
     a, b = operand(new_tape, (2, 3)), operand(new_tape, ())
     return (lambda: a @ b), [a, b]
 
 
 @bad(tk.ShapeError, "reshape: cannot reshape (2, 3) (6 values) to (5,)", "the sizes must match", per_policy=True)
-def reshape_size(new_tape):
+def reshape_size(new_tape, tmp):
     a = operand(new_tape, (2, 3))
     return (lambda: a.reshape(5)), [a]
 
 
 @bad(tk.ShapeError, "broadcast_to: shapes (2, 3) and (3, 3) do not broadcast", "insert an axis of size 1",
      per_policy=True)
-def broadcast_to_shape(new_tape):
+def broadcast_to_shape(new_tape, tmp):
     a = operand(new_tape, (2, 3))
     return (lambda: a.broadcast_to((3, 3))), [a]
 
 
 @bad(tk.ShapeError, ("concat:", "has shape (4, 2)"), "all shapes must match except along axis 1",
      per_policy=True)
-def concat_shapes(new_tape):
+def concat_shapes(new_tape, tmp):
     a, b = operand(new_tape, (2, 3)), operand(new_tape, (4, 2))
     return (lambda: tk.concat([a, b], axis=1)), [a, b]
 
 
 @bad(tk.ShapeError, ("stack:", "has shape (3,)"), "stacked tensors must have one shape", per_policy=True)
-def stack_shapes(new_tape):
+def stack_shapes(new_tape, tmp):
     a, b = operand(new_tape, (2,)), operand(new_tape, (3,))
     return (lambda: tk.stack([a, b])), [a, b]
 
 
 # bad axes
 def _axis_case(name, call, problem, fix="valid: -2 to 1"):
-    def build(new_tape):
+    def build(new_tape, tmp):
         a = operand(new_tape, (2, 3))
         return (lambda: call(a)), [a]
     build.__name__ = name
@@ -191,7 +203,7 @@ _axis_case("sum_axis_type", lambda a: a.sum(axis=0.5), "sum: axis 0.5 is not an 
 
 # bad indices
 def _index_case(name, key, problem, fix):
-    def build(new_tape):
+    def build(new_tape, tmp):
         a = operand(new_tape, (2, 3))
         return (lambda: a[key]), [a]
     build.__name__ = name
@@ -209,7 +221,7 @@ _index_case("index_string", "x", "t['x'] is not a valid index", "Use ints, slice
 
 
 @bad(tk.DTypeError, "where: the condition must be boolean, got float", "compare first", per_policy=True)
-def where_condition_dtype(new_tape):
+def where_condition_dtype(new_tape, tmp):
     a, b = operand(new_tape, (2,)), operand(new_tape, (2,))
     return (lambda: tk.where(DEV.tensor([1.0, 0.0]), a, b)), [a, b]
 
@@ -223,25 +235,25 @@ def _two_devices(new_tape, shape=(3,)):
 
 @bad(tk.DeviceMismatchError, ("add:", "where='device1'", "where='device2'"), "Move one with t.to(device)",
      per_policy=True)
-def devices_add(new_tape):
+def devices_add(new_tape, tmp):
     a, b = _two_devices(new_tape)
     return (lambda: a + b), [a, b]
 
 
 @bad(tk.DeviceMismatchError, ("matmul:", "where='device2'"), "Move one with t.to(device)", per_policy=True)
-def devices_matmul(new_tape):
+def devices_matmul(new_tape, tmp):
     a, b = _two_devices(new_tape, (2, 2))
     return (lambda: a @ b), [a, b]
 
 
 @bad(tk.DeviceMismatchError, ("concat:", "where='device2'"), "Move one with t.to(device)", per_policy=True)
-def devices_concat(new_tape):
+def devices_concat(new_tape, tmp):
     a, b = _two_devices(new_tape)
     return (lambda: tk.concat([a, b])), [a, b]
 
 
 @bad(tk.DeviceMismatchError, ("the seed for", "is on", "where='device2'"), "make the seed on the output's device")
-def devices_seed(new_tape):
+def devices_seed(new_tape, tmp):
     a, _ = _two_devices(new_tape)
     out = a * a
     seed = tk.Cpu(backend="strict", where="device2").ones((3,))
@@ -251,27 +263,27 @@ def devices_seed(new_tape):
 # dtypes that cannot be differentiated
 @bad(tk.DTypeError, ("cannot trace", "dtype int64 is not floating"), "Make it with dtype='float32' or 'float64'",
      per_policy=True)
-def trace_integer(new_tape):
+def trace_integer(new_tape, tmp):
     tape = new_tape()
     labels = DEV.tensor(np.array([1, 2, 3]))
     return (lambda: labels.trace(tape)), [labels, tape]
 
 
 @bad(tk.DTypeError, "dtype bool is not floating", "Make it with dtype='float32' or 'float64'", per_policy=True)
-def trace_bool(new_tape):
+def trace_bool(new_tape, tmp):
     tape = new_tape()
     mask = DEV.tensor([1.0, -1.0]) > 0
     return (lambda: mask.trace(tape)), [mask, tape]
 
 
 @bad(tk.DTypeError, "has dtype int64, which has no gradient", "backward needs a floating output")
-def backward_integer_output(new_tape):
+def backward_integer_output(new_tape, tmp):
     counts = DEV.tensor(np.array([1, 2])).sum()
     return (lambda: counts.backward()), [counts]
 
 
 @bad(tk.DTypeError, ("the seed for", "must be numbers"), "a tensor, an array or nested lists")
-def backward_seed_not_numbers(new_tape):
+def backward_seed_not_numbers(new_tape, tmp):
     out = operand(new_tape, (2,))
     return (lambda: out.backward(seed="ones")), [out]
 
@@ -279,72 +291,72 @@ def backward_seed_not_numbers(new_tape):
 # backward that cannot start
 @bad(tk.BackwardError, "has shape (2, 3), not one value, so backward needs a seed",
      ("out.backward(seed=dev.ones((2, 3)))", "reduce it first with out.sum()"), per_policy=True)
-def backward_no_seed(new_tape):
+def backward_no_seed(new_tape, tmp):
     out = operand(new_tape, (2, 3))
     return (lambda: out.backward()), [out]
 
 
 @bad(tk.ShapeError, "the seed for", ("has shape (3, 2) but the output has shape (2, 3)",
                                      "give a seed of the output's shape"), per_policy=True)
-def backward_seed_shape(new_tape):
+def backward_seed_shape(new_tape, tmp):
     out = operand(new_tape, (2, 3))
     return (lambda: out.backward(seed=np.ones((3, 2)))), [out]
 
 
 @bad(tk.BackwardError, "tk.backward([]) got no outputs", "pass the tensors to differentiate")
-def backward_empty(new_tape):
+def backward_empty(new_tape, tmp):
     return (lambda: tk.backward([])), []
 
 
 @bad(tk.BackwardError, "got 2 seeds for 1 outputs", "give one per output", per_policy=True)
-def backward_seed_count(new_tape):
+def backward_seed_count(new_tape, tmp):
     out = operand(new_tape, ()).sum()
     return (lambda: tk.backward([out], seeds=[None, None])), [out]
 
 
 @bad(tk.BackwardError, "carries no tape, so nothing was recorded for it", "Trace an input first")
-def backward_untaped(new_tape):
+def backward_untaped(new_tape, tmp):
     out = DEV.randn((3,)).sum()
     return (lambda: out.backward()), [out]
 
 
 @bad(tk.BackwardError, "backward takes tensors, got float", "backward takes tensors")
-def backward_not_tensor(new_tape):
+def backward_not_tensor(new_tape, tmp):
     return (lambda: tk.backward([1.0])), []
 
 
 # moved and consumed tapes
 @bad(tk.TapeMovedError, ("OwnedTape was moved into the output of op", "add"),
      ("Use the op's output instead", ".retaped() before the op"))
-def moved_operand(new_tape):
+def moved_operand(new_tape, tmp):
     x, y = DEV.randn((3,)).trace(), DEV.randn((3,)).trace()
     z = x + y
     return (lambda: y * 2), [x, y, z]
 
 
 @bad(tk.TapeMovedError, "OwnedTape was moved into the output of op", "call .retaped() before the op")
-def moved_retaped(new_tape):
+def moved_retaped(new_tape, tmp):
     x = DEV.randn((3,)).trace()
     z = x.exp()
     return (lambda: x.retaped()), [x, z]
 
 
 @bad(tk.TapeConsumedError, "tape was consumed by the backward on", "Call backward(retain=True)", per_policy=True)
-def consumed_second_backward(new_tape):
+def consumed_second_backward(new_tape, tmp):
     out = operand(new_tape, (3,)).sum()
     out.backward()
     return (lambda: out.backward()), [out]
 
 
 @bad(tk.TapeConsumedError, "tape was consumed by the backward on", "run tk.backward([...]) over all outputs")
-def consumed_op_after_backward(new_tape):
+def consumed_op_after_backward(new_tape, tmp):
     out = DEV.randn((3,)).trace().sum()
     out.backward()
     return (lambda: out * 2), [out]
 
 
 @bad(tk.TapeConsumedError, "tape was consumed by the backward on", "run tk.backward([...]) over all outputs at once")
-def consumed_union_other_output(new_tape):
+def consumed_union_other_output(new_tape, tmp):
     u = DEV.randn((3,)).trace(tk.UnionTape()) * 2
     first, second = u.sum(), (u * 3).sum()
     first.backward()
@@ -354,20 +366,20 @@ def consumed_union_other_output(new_tape):
 # policies mixed
 @bad(tk.TapePolicyError, ("carries a OwnedTape", "a UnionTape", "cannot mix tape policies"),
      "Trace both with the same policy")
-def policies_mixed_op(new_tape):
+def policies_mixed_op(new_tape, tmp):
     a, b = operand(tk.OwnedTape, (3,)), operand(tk.UnionTape, (3,))
     return (lambda: a + b), [a, b]
 
 
 @bad(tk.TapePolicyError, ("tk.backward:", "carries a ArcTape", "cannot mix tape policies"),
      "Trace both with the same policy")
-def policies_mixed_backward(new_tape):
+def policies_mixed_backward(new_tape, tmp):
     a, b = operand(tk.ArcTape, (3,)).sum(), operand(tk.UnionTape, (3,)).sum()
     return (lambda: tk.backward([a, b])), [a, b]
 
 
 @bad(tk.TapePolicyError, ("runs inside a GlobalTape block", "carries a OwnedTape"), ".detach() inside the block")
-def policies_mixed_global_block(new_tape):
+def policies_mixed_global_block(new_tape, tmp):
     a = operand(tk.OwnedTape, (3,))
     gt = tk.GlobalTape()
 
@@ -378,7 +390,7 @@ def policies_mixed_global_block(new_tape):
 
 
 @bad(tk.TapePolicyError, "met two different GlobalTapes", "run the op inside one `with tape:` block")
-def policies_two_global_tapes(new_tape):
+def policies_two_global_tapes(new_tape, tmp):
     with tk.GlobalTape() as g1:
         a = DEV.randn((3,)).trace(g1) * 2
     with tk.GlobalTape() as g2:
@@ -387,7 +399,7 @@ def policies_two_global_tapes(new_tape):
 
 
 @bad(tk.TapePolicyError, "was not recorded on", "call backward on the GlobalTape it was recorded on")
-def global_backward_wrong_tape(new_tape):
+def global_backward_wrong_tape(new_tape, tmp):
     with tk.GlobalTape() as g1:
         a = (DEV.randn((3,)).trace(g1) * 2).sum()
     g2 = tk.GlobalTape()
@@ -395,20 +407,20 @@ def global_backward_wrong_tape(new_tape):
 
 
 @bad(tk.TapePolicyError, "retaped() has no meaning under a GlobalTape", "Use OwnedTape, ArcTape or UnionTape")
-def global_retaped(new_tape):
+def global_retaped(new_tape, tmp):
     with tk.GlobalTape() as g:
         a = DEV.randn((3,)).trace(g) * 2
     return (lambda: a.retaped()), [a, g]
 
 
 @bad(tk.TapePolicyError, "clone() of a tensor with an OwnedTape", "Use .retaped()")
-def owned_clone(new_tape):
+def owned_clone(new_tape, tmp):
     a = operand(tk.OwnedTape, (3,))
     return (lambda: a.clone()), [a]
 
 
 @bad(tk.TapePolicyError, "this OwnedTape already belongs to a tensor", "Trace with a fresh tk.OwnedTape()")
-def owned_traced_twice(new_tape):
+def owned_traced_twice(new_tape, tmp):
     tape = tk.OwnedTape()
     a = DEV.randn((3,)).trace(tape)
     b = DEV.randn((3,))
@@ -417,14 +429,14 @@ def owned_traced_twice(new_tape):
 
 # missing gradients
 @bad(tk.MissingGradientError, "not in the leaf set of this backward", "Add it to leaves=[...]")
-def missing_not_a_leaf(new_tape):
+def missing_not_a_leaf(new_tape, tmp):
     x, w = DEV.tensor([1.0, 2.0]), DEV.tensor([3.0, 4.0])
     g = (x.trace(tk.OwnedTape(leaves=[x])) * w).sum().backward()
     return (lambda: g[w]), [x, w, g]
 
 
 @bad(tk.MissingGradientError, "no op recorded on the tape this backward ran", "Trace it (x.trace())")
-def missing_never_an_operand(new_tape):
+def missing_never_an_operand(new_tape, tmp):
     x, w = DEV.tensor([1.0, 2.0]), DEV.tensor([3.0, 4.0])
     g = (x.trace() * 2).sum().backward()
     return (lambda: g[w]), [x, w, g]
@@ -432,7 +444,7 @@ def missing_never_an_operand(new_tape):
 
 @bad(tk.MissingGradientError, ("on its way to the output", "lives on ArcTape"),
      "Run tk.backward([...]) over all outputs at once")
-def missing_partitioned(new_tape):
+def missing_partitioned(new_tape, tmp):
     x = DEV.tensor([1.0, 2.0]).trace(tk.ArcTape())
     y = DEV.tensor([4.0, 5.0]).trace(tk.ArcTape())
     zz = y * 2.0
@@ -443,13 +455,13 @@ def missing_partitioned(new_tape):
 
 
 @bad(tk.InvalidArgumentError, "trace takes a tape object, got the class UnionTape", "x.trace(tk.UnionTape())")
-def trace_tape_class(new_tape):
+def trace_tape_class(new_tape, tmp):
     x = operand(new_tape, (3,))
     return (lambda: x.trace(tk.UnionTape)), [x]
 
 
 @bad(tk.InvalidArgumentError, "trace takes a tape object, got a str", "Make one first")
-def trace_not_a_tape(new_tape):
+def trace_not_a_tape(new_tape, tmp):
     x = DEV.randn((3,))
     return (lambda: x.trace("union")), [x]
 
@@ -457,23 +469,195 @@ def trace_not_a_tape(new_tape):
 # arguments a device cannot use
 @bad(tk.InvalidArgumentError, ("shape must be an int or a sequence of ints, none negative", "got (2, -1)"),
      "for example dev.zeros((2, 3))")
-def device_negative_shape(new_tape):
+def device_negative_shape(new_tape, tmp):
     return (lambda: DEV.zeros((2, -1))), []
 
 
 @bad(tk.InvalidArgumentError, "got 'ab'", "for example dev.zeros((2, 3))")
-def device_shape_string(new_tape):
+def device_shape_string(new_tape, tmp):
     return (lambda: DEV.randn("ab")), []
 
 
 @bad(tk.InvalidArgumentError, "unknown backend 'jax'", "use 'numpy' or 'strict'")
-def device_backend(new_tape):
+def device_backend(new_tape, tmp):
     return (lambda: tk.Cpu(backend="jax")), []
 
 
 @bad(tk.DTypeError, "unknown dtype 'complex64'", "use one of float32, float64")
-def device_dtype(new_tape):
+def device_dtype(new_tape, tmp):
     return (lambda: DEV.tensor([1.0], dtype="complex64")), []
+
+
+# losses
+def _logits(new_tape):
+    return operand(new_tape, (3, 4))
+
+
+@bad(tk.DTypeError, "cross_entropy: labels must be integer class indices, got dtype float64",
+     "Make them integers", per_policy=True)
+def cross_entropy_float_labels(new_tape, tmp):
+    logits = _logits(new_tape)
+    return (lambda: tk.cross_entropy(logits, np.array([0.0, 1.0, 2.0]))), [logits]
+
+
+@bad(tk.IndexingError, ("cross_entropy: labels range from 0 to 4", "the logits have 4 classes"),
+     "valid labels: 0 to 3", per_policy=True)
+def cross_entropy_label_too_big(new_tape, tmp):
+    logits = _logits(new_tape)
+    labels = DEV.tensor(np.array([0, 4, 1]))
+    return (lambda: tk.cross_entropy(logits, labels)), [logits, labels]
+
+
+@bad(tk.IndexingError, "cross_entropy: labels range from -1 to 2", "valid labels: 0 to 3")
+def cross_entropy_negative_label(new_tape, tmp):
+    logits = _logits(new_tape)
+    return (lambda: tk.cross_entropy(logits, np.array([-1, 2, 0]))), [logits]
+
+
+@bad(tk.ShapeError, "cross_entropy: labels of shape (4,) do not fit logits of shape (3, 4)",
+     "the labels the shape of the other axes", per_policy=True)
+def cross_entropy_label_shape(new_tape, tmp):
+    logits = _logits(new_tape)
+    return (lambda: tk.cross_entropy(logits, np.array([0, 1, 2, 3]))), [logits]
+
+
+@bad(tk.ShapeError, "mse_loss: the target has shape (3, 1) but the prediction has (3, 4)", "give them one shape",
+     per_policy=True)
+def mse_shapes(new_tape, tmp):
+    pred, target = _logits(new_tape), DEV.randn((3, 1), dtype="float64")
+    return (lambda: tk.mse_loss(pred, target)), [pred, target]
+
+
+@bad(tk.ShapeError, "binary_cross_entropy_with_logits: the targets has shape (4,)", "give them one shape",
+     per_policy=True)
+def bce_shapes(new_tape, tmp):
+    logits = _logits(new_tape)
+    return (lambda: tk.binary_cross_entropy_with_logits(logits, np.ones(4))), [logits]
+
+
+@bad(tk.InvalidArgumentError, "reduction must be 'mean' or 'sum', got 'avg'", "'mean' or 'sum'")
+def loss_reduction(new_tape, tmp):
+    logits = _logits(new_tape)
+    return (lambda: tk.cross_entropy(logits, np.array([0, 1, 2]), reduction="avg")), [logits]
+
+
+# models and optimizers
+def mlp(dtype: str = "float64") -> tk.nn.Module:
+    dev = tk.Cpu(seed=0)
+    return tk.nn.Sequential(tk.nn.Linear(3, 4, device=dev, dtype=dtype), tk.nn.Tanh(),
+                            tk.nn.Linear(4, 2, device=dev, dtype=dtype))
+
+
+def model_grads(model: tk.nn.Module) -> tk.Gradients:
+    x = model.parameters()[0].device.randn((5, 3), dtype="float64")
+    return tk.mse_loss(model(x.trace(tk.OwnedTape(model.alloc_grads()))), np.zeros((5, 2))).backward()
+
+
+@bad(tk.ShapeError, ("matmul: (5, 2) @ (3, 4)", "left (2)", "right (3)"), "Transpose or reshape", per_policy=True)
+def model_input_shape(new_tape, tmp):
+    model, x = mlp(), operand(new_tape, (5, 2))
+    return (lambda: model(x)), [model, x]
+
+
+@bad(tk.TapePolicyError, "an OwnedTape has one owner", "model.trace(tk.UnionTape(model.alloc_grads()))")
+def model_trace_owned(new_tape, tmp):
+    model = mlp()
+    return (lambda: model.trace(tk.OwnedTape())), [model]
+
+
+@bad(tk.InvalidArgumentError, "in_features must be a positive integer, got 0", "positive integer")
+def linear_no_inputs(new_tape, tmp):
+    return (lambda: tk.nn.Linear(0, 3)), []
+
+
+@bad(tk.InvalidArgumentError, "Sequential takes modules; argument 1 is a function", "takes modules")
+def sequential_not_module(new_tape, tmp):
+    return (lambda: tk.nn.Sequential(tk.nn.Tanh(), tk.tanh)), []
+
+
+@bad(tk.InvalidArgumentError, ("lr must be", "got 0"), "positive")
+def sgd_zero_lr(new_tape, tmp):
+    model = mlp()
+    return (lambda: tk.optim.Sgd(model, lr=0)), [model]
+
+
+@bad(tk.InvalidArgumentError, ("lr must be", "got -0.1"), "positive")
+def sgd_negative_lr(new_tape, tmp):
+    model = mlp()
+    return (lambda: tk.optim.Sgd(model, lr=-0.1)), [model]
+
+
+@bad(tk.InvalidArgumentError, ("lr must be", "got 0.0"), "positive")
+def adam_zero_lr(new_tape, tmp):
+    model = mlp()
+    return (lambda: tk.optim.Adam(model, lr=0.0)), [model]
+
+
+@bad(tk.ShapeError, ("the gradient for layers.0.weight has shape (4, 3)", "parameter has (3, 4)",
+                     "nothing was updated"), "Pass the Gradients of this model's backward")
+def optimizer_gradient_shape(new_tape, tmp):
+    model = mlp()
+    opt = tk.optim.Adam(model, lr=0.1)
+    grads = model_grads(model)
+    opt.update(model, grads)  # a first step, so the optimizer holds state
+    wrong = tk.Gradients()
+    for p in model.parameters():  # every gradient transposed
+        wrong.accumulate(p.id, grads[p].T.copy(), p.device)
+    return (lambda: opt.update(model, wrong)), [model, opt, wrong]
+
+
+@bad(tk.InvalidArgumentError, "update takes the Gradients a backward returned, got a dict", "Gradients")
+def optimizer_not_gradients(new_tape, tmp):
+    model = mlp()
+    opt = tk.optim.Sgd(model, lr=0.1)
+    return (lambda: opt.update(model, {})), [model, opt]
+
+
+@bad(tk.ModelFileError, ("does not fit this model", "missing layers.2.bias", "unexpected layers.2.b"),
+     ("Nothing was loaded", "Load a file saved from a model of the same architecture"))
+def model_file_names(new_tape, tmp):
+    model = mlp()
+    path = tmp / "renamed.npz"
+    arrays = {name: p.numpy() for name, p in model.named_parameters()}
+    arrays["layers.2.b"] = arrays.pop("layers.2.bias")
+    np.savez(path, **arrays)
+    return (lambda: model.load(path)), [model]
+
+
+@bad(tk.ModelFileError, "layers.0.weight has shape (3, 5) in the file but (3, 4) in the model",
+     ("Nothing was loaded", "same architecture"))
+def model_file_shapes(new_tape, tmp):
+    model = mlp()
+    path = tmp / "wider.npz"
+    tk.nn.Sequential(tk.nn.Linear(3, 5), tk.nn.Tanh(), tk.nn.Linear(4, 2)).save(path)
+    return (lambda: model.load(path)), [model]
+
+
+@bad(tk.ModelFileError, ("is not a model file tapekit can read safely", "pickled"),
+     "written by model.save(path)")
+def model_file_pickled_arrays(new_tape, tmp):
+    model = mlp()
+    path = tmp / "objects.npz"
+    arrays = {name: p.numpy() for name, p in model.named_parameters()}
+    arrays["layers.0.weight"] = np.array([{"weights": 1}, print], dtype=object)
+    np.savez(path, **arrays)
+    return (lambda: model.load(path)), [model]
+
+
+@bad(tk.ModelFileError, "is not a model file tapekit can read safely", "pickled objects are refused")
+def model_file_pickle(new_tape, tmp):
+    model = mlp()
+    path = tmp / "model.pkl"
+    path.write_bytes(pickle.dumps({name: p.numpy() for name, p in model.named_parameters()}))
+    return (lambda: model.load(path)), [model]
+
+
+@bad(tk.ModelFileError, "is not a model file tapekit can read safely", ".npz archives of plain arrays")
+def model_file_text(new_tape, tmp):
+    model = mlp()
+    path = tmp / "notes.txt"
+    path.write_text("weights: 1, 2, 3\n")
+    return (lambda: model.load(path)), [model]
 
 
 # -- the test --------------------------------------------------------------------------------------
@@ -484,12 +668,12 @@ def _params():
 
 
 @pytest.mark.parametrize("name, policy", list(_params()))
-def test_bad_call(name: str, policy: str) -> None:
+def test_bad_call(name: str, policy: str, tmp_path: Path) -> None:
     case = CATALOGUE[name]
     block = tk.GlobalTape() if policy == "global" else contextlib.nullcontext()
     with block as active:
         new_tape = (lambda: active) if policy == "global" else POLICIES[policy]
-        call, involved = case.build(new_tape)
+        call, involved = case.build(new_tape, tmp_path)
         before = [snapshot(t) for t in involved]
         with pytest.raises(tk.TapekitError) as info:
             call()
@@ -529,3 +713,24 @@ def test_mixed_float_dtypes_are_not_a_crash_in_backward() -> None:
         out = (x.trace(tk.UnionTape(grads=grads)) * y).sum()
         got = out.backward()[x]
         np.testing.assert_allclose(host(got), [3.0, 4.0])
+
+
+def test_update_with_a_missing_gradient_names_it_and_leaves_that_parameter() -> None:
+    """The one documented partial call: parameters with gradients take their step, the one without
+    keeps its values, and ``UnusedParamsError`` names it with what to do."""
+    model = mlp()
+    opt = tk.optim.Sgd(model, lr=0.1)
+    grads = model_grads(model)
+    partial = tk.Gradients()
+    named = model.named_parameters()
+    for _, p in named[:-1]:
+        partial.accumulate(p.id, grads[p], p.device)
+    before = [snapshot(p) for _, p in named]
+    with pytest.raises(tk.UnusedParamsError) as info:
+        opt.update(model, partial)
+    message = str(info.value)
+    assert "no gradient for 1 parameter(s): layers.2.bias" in message
+    assert "the other parameters were updated" in message and "model.alloc_grads()" in message
+    after = [snapshot(p) for _, p in named]
+    assert after[-1] == before[-1]
+    assert all(a != b for a, b in zip(after[:-1], before[:-1]))
