@@ -189,13 +189,24 @@ def finite_differences(f: Callable[[list[np.ndarray]], float], points: list[np.n
     return grads
 
 
-def backward_under(policy: str, program: Program, seeds: list[np.ndarray]) -> list[np.ndarray]:
+def backward_under(policy: str, program: Program, seeds: list[np.ndarray], preallocated: bool) -> list[np.ndarray]:
     """Each input traced on its own tape of ``policy`` (one GlobalTape for all under ``global``);
-    the gradient of every input from one ``tk.backward`` over all outputs."""
+    the gradient of every input from one ``tk.backward`` over all outputs. ``preallocated``: the
+    tapes record into zeroed buffers for the inputs (what ``model.alloc_grads()`` gives), which
+    backward writes into in place."""
     leaves = [DEV.tensor(v, dtype="float64") for v in program.values]
-    block = tk.GlobalTape() if policy == "global" else contextlib.nullcontext()
+
+    def grads_for(*tensors: tk.Tensor) -> tk.Gradients | None:
+        if not preallocated:
+            return None
+        grads = tk.Gradients()
+        for t in tensors:
+            grads.alloc(t)
+        return grads
+
+    block = tk.GlobalTape(grads=grads_for(*leaves)) if policy == "global" else contextlib.nullcontext()
     with block as active:
-        traced = [x.trace(active if policy == "global" else POLICIES[policy]()) for x in leaves]
+        traced = [x.trace(active if policy == "global" else POLICIES[policy](grads=grads_for(x))) for x in leaves]
         outs = run(program, traced, owned if policy == "owned" else shared)
     grads = tk.backward(outs, [DEV.tensor(s, dtype="float64") for s in seeds])
     return [DEV.to_numpy(grads[x]) for x in leaves]
@@ -207,16 +218,17 @@ THREE_READS_OF_A_NUMBER = Program([()], [np.array(0.27)], [Step("binary", "add",
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(programs())
-@example(THREE_READS_OF_A_NUMBER)
-def test_random_programs_match_finite_differences(program: Program) -> None:
+@given(programs(), st.booleans())
+@example(THREE_READS_OF_A_NUMBER, False)
+def test_random_programs_match_finite_differences(program: Program, preallocated: bool) -> None:
     outs = run(program, [DEV.tensor(v, dtype="float64") for v in program.values], shared)
     rng = np.random.default_rng(1)
     seeds = [rng.standard_normal(o.shape) for o in outs]
     expected = finite_differences(objective(program, seeds), program.values)
     for policy in POLICIES:
-        got = backward_under(policy, program, seeds)
+        got = backward_under(policy, program, seeds, preallocated)
         for i, (g, e) in enumerate(zip(got, expected)):
             assert g.shape == e.shape, f"{policy}: input {i} gradient has shape {g.shape}, expected {e.shape}"
             np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6,
-                                       err_msg=f"{policy}: gradient of input {i}\n{program!r}")
+                                       err_msg=f"{policy}, preallocated={preallocated}: gradient of input {i}\n"
+                                               f"{program!r}")
