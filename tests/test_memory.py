@@ -21,8 +21,8 @@ POLICIES = {"owned": tk.OwnedTape, "arc": tk.ArcTape, "union": tk.UnionTape, "gl
 
 
 class Tracked(np.ndarray):
-    """An ndarray that can be weakly referenced; every array numpy derives from one (op results,
-    the arrays backward rules save) is one too, and is listed in ``born``."""
+    """An ndarray that can be weakly referenced. Arrays numpy derives from one by ufuncs, views and
+    reductions (op results, the arrays backward rules save) are ones too; each is listed in ``born``."""
 
     born: list[weakref.ref] = []
 
@@ -53,7 +53,8 @@ def branch(t: tk.Tensor) -> tk.Tensor:
 
 
 def program(x: tk.Tensor, w: tk.Tensor) -> tk.Tensor:
-    """Every kind of op, each taped handle used once, so it runs under every policy."""
+    """Matmul, elementwise ops, integer and slice indexing, reductions, the softmax family, where
+    and stack; each taped handle is used once, so it runs under every policy."""
     h = (x @ w).tanh()
     other = branch(h)[1:]
     y = h[[0, 1, 1]]
