@@ -40,7 +40,7 @@ def _tape_state(tape: Any) -> Any:
     records = tape.records
     return (id(tape), id(tape._store()), len(tape), [r.id for r in records],
             [(r.rules is None, r.consumed_by) for r in records], len(tape.grads), _grads_state(tape.grads),
-            tape._spent is None, getattr(tape, "_held", None))
+            getattr(tape, "_held", None))
 
 
 def snapshot(thing: Any) -> Any:
