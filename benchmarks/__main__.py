@@ -3,30 +3,40 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
-from . import machine, plot, report, suite
-from .peers import find_peers
-
 HERE = Path(__file__).parent
+THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
-    parser.add_argument("--smoke", action="store_true", help="tiny sizes, one repeat: a quick run that the figures "
-                        "mean nothing for")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, one repeat: a quick run whose figures "
+                        "mean nothing")
     parser.add_argument("--no-peers", action="store_true", help="measure tapekit and the floor only")
-    parser.add_argument("--repeats", type=int, default=None, help="timed repeats per case (at least 7 for the report)")
+    parser.add_argument("--repeats", type=int, default=None, help="timed repeats per case (default 7)")
+    parser.add_argument("--threads", type=int, default=1, help="threads for numpy's BLAS and PyTorch (default 1, "
+                        "so figures do not depend on other work on the machine; 0: each library's default)")
     parser.add_argument("--out", type=Path, default=HERE, help="where results.md and results.png go")
     args = parser.parse_args(argv)
+    if args.threads and "numpy" not in sys.modules:  # BLAS reads these when numpy loads
+        os.environ.update({name: str(args.threads) for name in THREAD_VARIABLES})
+
+    from . import machine, plot, report, suite
+    from .peers import find_peers
+
     sizes = suite.SMOKE if args.smoke else suite.FULL
     if args.repeats is not None:
         sizes = suite.Sizes(**{**sizes.__dict__, "repeats": args.repeats})
-    peers = find_peers(wanted=not args.no_peers)
-    about = machine.describe(peers)
+    peers = find_peers(wanted=not args.no_peers, threads=args.threads)
+    before = os.getloadavg()[0]
+    about = machine.describe(peers, args.threads)
     print("\n".join(about), flush=True)
     done = suite.run(sizes, peers, log=lambda line: print(line, flush=True))
+    about.append(f"load average (1 min) of the machine: {before:.1f} when the run started, "
+                 f"{os.getloadavg()[0]:.1f} when it ended")
     args.out.mkdir(parents=True, exist_ok=True)
     plot.figure(done, str(args.out / "results.png"), about[0])
     text = report.markdown(done, about, sizes.repeats, "results.png")

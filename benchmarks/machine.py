@@ -22,10 +22,11 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def describe(peers: dict[str, Peer]) -> list[str]:
-    """One line each: CPU and cores, Python, numpy, and every peer's version or absence."""
+def describe(peers: dict[str, Peer], threads: int = 0) -> list[str]:
+    """One line each: CPU and cores, Python, numpy, threads, and every peer's version or absence."""
     lines = [f"CPU: {cpu_model()}, {os.cpu_count()} cores",
-             f"Python {platform.python_version()}, numpy {np.__version__}"]
+             f"Python {platform.python_version()}, numpy {np.__version__}",
+             f"threads: {threads} for numpy's BLAS and PyTorch" if threads else "threads: each library's default"]
     for peer in peers.values():
         lines.append(f"{peer.title}: {peer.version if peer.present else peer.absent}")
     return lines

@@ -33,8 +33,9 @@ class Peer:
         return self.module is not None
 
 
-def find_peers(wanted: bool = True) -> dict[str, Peer]:
-    """Every peer, imported where possible (``wanted=False``: all reported as not requested)."""
+def find_peers(wanted: bool = True, threads: int = 0) -> dict[str, Peer]:
+    """Every peer, imported where possible (``wanted=False``: all reported as not requested).
+    ``threads``: how many threads PyTorch computes with (0: its default)."""
     peers = {}
     for key, title in PEERS.items():
         peer = Peer(key, title)
@@ -46,5 +47,7 @@ def find_peers(wanted: bool = True) -> dict[str, Peer]:
                 peer.version = importlib.metadata.version(key)
             except Exception as err:  # ImportError, or a broken install
                 peer.absent = f"absent ({type(err).__name__}: {str(err).splitlines()[0][:60]})"
+        if key == "torch" and peer.present and threads:
+            peer.module.set_num_threads(threads)
         peers[key] = peer
     return peers

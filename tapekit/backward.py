@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import warnings
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -63,42 +63,59 @@ def _holds_history(outputs: Sequence[Tensor], stores: Iterable[Tape]) -> bool:
 
 
 def _run(records: list[Record], grads: Gradients, outputs: Sequence[Tensor], seeds: Sequence[Any]) -> None:
+    """Run the records newest-first, each rule mapping its output's gradient to an operand's.
+
+    With a leaf set, work whose result the end of backward would drop is skipped: an operand that
+    no recorded op made and that is not a leaf (an input batch, a constant) gets no gradient, and
+    an output's entry is let go as soon as the record that made it has run.
+    """
     device = outputs[0].device
     xp, count, arrays, accumulate = device.xp, device.count, grads._arrays, grads.accumulate
-    clean = grads.clean_buffer if device.takes_out else _no_buffer
+    clean = grads._clean if device.takes_out else ()  # ids of zeroed buffers a rule may write into
+    leaves = grads.leaves
     for out, seed in zip(outputs, seeds):
         accumulate(out.id, seed, device)
     for rec in reversed(records):
         g = arrays.get(rec.out)
         if g is None:  # not on the way to an output: its operands still get (zero) entries
             for tid, shape in zip(rec.inputs, rec.shapes):
-                if tid is not None and tid not in arrays:
+                if tid is not None and tid not in arrays and (leaves is None or tid in leaves):
                     arrays[tid] = count(xp.zeros(shape, dtype=rec.dtype, **device._placement()))
             continue
-        for tid, shape, rule in zip(rec.inputs, rec.shapes, rec.rules):
-            if rule is None:
+        for tid, shape, rule, parent in zip(rec.inputs, rec.shapes, rec.rules, rec.parents):
+            if rule is None or (parent is None and leaves is not None and tid not in leaves):
                 continue
-            buf = clean(tid)  # a zeroed preallocated buffer: write the gradient straight into it
-            if buf is not None and getattr(rule, "fills", False):
-                rule(g, out=buf)
-                grads.filled(tid)
+            if tid in clean:
+                _write_into_buffer(grads, tid, rule, g, shape, device)
                 continue
             gi = rule(g)
             if gi.shape != shape:
-                if buf is not None:
-                    if gi is not g:
-                        count(gi)
-                    unbroadcast(xp, gi, shape, out=buf)
-                    grads.filled(tid)
-                    continue
                 gi = unbroadcast(xp, gi, shape)
             if gi is not g:
                 count(gi)
-            accumulate(tid, gi, device)
+            if tid in arrays:
+                accumulate(tid, gi, device)
+            else:
+                arrays[tid] = gi
+        if leaves is not None and rec.out not in leaves:
+            grads._forget(rec.out)
 
 
-def _no_buffer(tid: int) -> None:
-    """No buffer to write into: the device's namespace takes no ``out=``."""
+def _write_into_buffer(grads: Gradients, tid: int, rule: Callable, g: Any, shape: tuple, device: Any) -> None:
+    """The gradient of operand ``tid``, whose entry is a zeroed preallocated buffer: a rule that
+    can write into it does, an un-broadcast sums into it; otherwise the gradient is added to it."""
+    buf = grads._arrays[tid]
+    if getattr(rule, "fills", False):
+        rule(g, out=buf)
+    else:
+        gi = rule(g)
+        if gi is not g:
+            device.count(gi)
+        if gi.shape == shape:
+            grads.accumulate(tid, gi, device)
+            return
+        unbroadcast(device.xp, gi, shape, out=buf)
+    grads.filled(tid)
 
 
 def _release(records: list[Record], by: str) -> None:

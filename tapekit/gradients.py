@@ -117,10 +117,11 @@ class Gradients:
             arrays[tid] = device.count(_updatable(old + grad))
             self._owned.add(tid)
 
-    def clean_buffer(self, tid: int) -> Any:
-        """The zeroed buffer of ``tid`` that a backward rule may write its gradient straight into,
-        or ``None``; the caller reports a write with ``filled``."""
-        return self._arrays[tid] if tid in self._clean else None
+    def _forget(self, tid: int) -> None:
+        """Drop the entry of ``tid`` (a backward used it, and it is not a leaf)."""
+        if self._arrays.pop(tid, None) is not None:
+            self._owned.discard(tid)
+            self._clean.discard(tid)
 
     def filled(self, tid: int) -> None:
         """A backward rule wrote the gradient of ``tid`` into its clean buffer."""

@@ -1,0 +1,135 @@
+"""The short cuts the hot path takes, each checked against the long way round: a leaf set skips
+gradients it would drop anyway, and lets go of used entries early; the history check that backward
+runs first agrees with the full walk; a moved handle's error is written when it is raised; a
+UnionTape's records stay at home after their first tape's holders are gone."""
+
+from __future__ import annotations
+
+import gc
+import sys
+import tracemalloc
+
+import numpy as np
+import pytest
+
+import tapekit as tk
+from tapekit.history import coverage
+from tapekit.ops.core import binary
+
+engine = sys.modules["tapekit.backward"]
+
+
+@pytest.fixture
+def dev() -> tk.Device:
+    return tk.Cpu(seed=0)
+
+
+def spied_mul(calls: list[str]):
+    """``x * y`` whose rules note which operand's gradient they computed."""
+
+    @binary
+    def spy(xp, x, y):
+        return x * y, (lambda g: calls.append("x") or g * y, lambda g: calls.append("y") or g * x)
+
+    return spy
+
+
+def test_a_leaf_set_skips_the_gradient_of_an_operand_no_op_made(dev) -> None:
+    calls: list[str] = []
+    mul = spied_mul(calls)
+    batch, w = dev.tensor([1.0, 2.0]), dev.tensor([3.0, 4.0])
+    g = mul(batch, w.trace(tk.OwnedTape(leaves=[w]))).sum().backward()
+    assert calls == ["y"]
+    assert np.allclose(g[w], [1.0, 2.0]) and batch not in g
+
+    calls.clear()
+    g = mul(batch, w.trace()).sum().backward()  # no leaf set: every operand gets its entry
+    assert sorted(calls) == ["x", "y"] and np.allclose(g[batch], [3.0, 4.0])
+
+
+def test_a_leaf_set_still_runs_rules_on_the_way_to_a_leaf(dev) -> None:
+    calls: list[str] = []
+    mul = spied_mul(calls)
+    x, w = dev.tensor([0.5, -1.0]), dev.tensor([2.0, 3.0])
+    h = x.trace(tk.OwnedTape(leaves=[x])).tanh()  # h is no leaf, but x's gradient passes through it
+    g = mul(h, w).sum().backward()
+    assert calls == ["x"]
+    assert np.allclose(g[x], 2.0 * (1 - np.tanh([0.5, -1.0]) ** 2) * np.array([1.0, 1.5]))
+    with pytest.raises(tk.MissingGradientError, match="not in the leaf set"):
+        g[w]
+
+
+def _backward_peak(dev: tk.Device, leaves: bool) -> int:
+    x = dev.randn((256, 256))
+    h = x.trace(tk.OwnedTape(leaves=[x] if leaves else None))
+    for _ in range(12):
+        h = h.tanh()
+    loss = h.sum()
+    gc.collect()
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        before, _ = tracemalloc.get_traced_memory()
+        g = loss.backward()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert x in g
+    return peak - before
+
+
+def test_a_leaf_set_lets_go_of_used_entries_during_backward(dev) -> None:
+    kept, let_go = _backward_peak(dev, leaves=False), _backward_peak(dev, leaves=True)
+    one = 256 * 256 * 4
+    assert kept > 10 * one  # every tanh output keeps its gradient entry to the end
+    assert let_go < 4 * one  # only the entries still in use
+
+
+def _programs(dev: tk.Device):
+    """(outputs, tapes a backward would run) for programs whose history is or is not all there."""
+    x = dev.tensor([1.0, 2.0]).trace(tk.ArcTape())
+    y = dev.tensor([4.0, 5.0]).trace(tk.ArcTape())
+    z = x + y
+    zz = y * 2.0
+    yield [z.sum()], True
+    yield [zz.sum()], True
+    a = dev.tensor([1.0, 2.0]).trace(tk.ArcTape())
+    b = dev.tensor([3.0, 4.0]).trace(tk.ArcTape())
+    bb = b.exp()  # on b's tape; the merge below moves it into a's
+    c = a * bb
+    yield [(bb * 2.0).sum()], False  # bb's record now lives on a's tape
+    yield [c.sum()], True
+    u = dev.tensor([1.0]).trace(tk.UnionTape())
+    v = dev.tensor([2.0]).trace(tk.UnionTape())
+    w = u.exp() + v.sin()
+    yield [w.sum(), (v * 3.0).sum()], True
+    o = dev.tensor([1.0]).trace()
+    p = o.retaped().exp()
+    yield [(p + 1.0).sum()], True
+
+
+def test_the_quick_history_check_never_passes_an_incomplete_history(dev) -> None:
+    for outputs, complete in _programs(dev):
+        stores = {out.tape._store() for out in outputs}
+        quick = engine._holds_history(outputs, stores)
+        assert coverage(outputs, stores).complete is complete
+        assert quick is complete  # exact on these; in general it may only err towards the full walk
+
+
+def test_a_union_tape_keeps_records_whose_first_tape_lost_its_holders(dev) -> None:
+    x = dev.tensor([1.0, 2.0]).trace(tk.UnionTape())
+    y = dev.tensor([4.0, 5.0]).trace(tk.UnionTape())
+    z = x.exp() + y.exp()  # y.exp() was recorded on y's own tape, then the two merged
+    del y
+    gc.collect()
+    s = z.sum()
+    assert coverage([s], {s.tape._store()}).complete
+    assert np.allclose(s.backward()[x], np.exp([1.0, 2.0]))
+
+
+def test_a_moved_handle_names_its_op_and_holder_when_it_is_used(dev) -> None:
+    x = dev.tensor([1.0], name="x").trace()
+    y = x * 2.0
+    y.name = "y"  # named after the move: the message is written when it is raised
+    with pytest.raises(tk.TapeMovedError, match=r"x's OwnedTape was moved into the output of op #\d+ mul \(now held by y\)"):
+        x + 1.0
