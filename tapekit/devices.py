@@ -37,6 +37,13 @@ def _itemsize(dtype: Any) -> int:
     return itemsize if itemsize is not None else np.dtype(dtype_name(dtype)).itemsize
 
 
+def array_nbytes(value: Any) -> int | None:
+    """Bytes of ``value`` when it is an array of any namespace, else ``None``."""
+    if not isinstance(getattr(value, "shape", None), tuple) or not hasattr(value, "dtype"):
+        return None
+    return int(value.size) * _itemsize(value.dtype)
+
+
 def _shape(shape: int | Sequence[int]) -> tuple[int, ...]:
     try:
         dims = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(s) for s in shape)

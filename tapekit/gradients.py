@@ -6,6 +6,7 @@ from typing import Any, Iterable, Iterator
 
 import numpy as np
 
+from .devices import array_nbytes
 from .errors import MissingGradientError
 from .ids import label
 
@@ -67,7 +68,7 @@ class Gradients:
 
     @property
     def nbytes(self) -> int:
-        return sum(a.size * a.dtype.itemsize for a in self._arrays.values() if hasattr(a.dtype, "itemsize"))
+        return sum(array_nbytes(a) or 0 for a in self._arrays.values())
 
     # -- changes ----------------------------------------------------------------------------
     def alloc(self, tensor: Any) -> Any:

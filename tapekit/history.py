@@ -35,7 +35,7 @@ def where(rec: Record) -> str:
     """Where a record is, in words: its tape's label, or what happened to it."""
     tape = home_of(rec)
     if tape is not None:
-        return tape.label
+        return f"on {tape.label}"
     return f"consumed by {rec.consumed_by}" if rec.consumed_by else "dropped with its tape"
 
 
@@ -59,9 +59,9 @@ class Coverage:
     def summary(self, outs: str) -> str:
         places = sorted({where(r) for r in self.hidden})
         names = ", ".join(label(t) for t in sorted(self.missed)) or "none"
-        return (f"backward on {outs} cannot see {len(self.hidden)} of the {len(self.records)} records in its "
-                f"history (they are {'; '.join(places)}): gradients of {names} will be missing. Run "
-                f"tk.backward([...]) over all outputs at once, or use tk.UnionTape() so merged tapes stay one.")
+        return (f"backward on {outs} cannot see {_count(len(self.hidden), 'record')} of the "
+                f"{len(self.records)} in its history ({'; '.join(places)}): gradients of {names} will be missing. "
+                f"{_advice(self.hidden)}")
 
 
 def coverage(outputs: Sequence[Any], stores: Iterable[Tape]) -> Coverage:
@@ -91,5 +91,16 @@ def _why(tid: int, rec: Record) -> str:
         place = f"was consumed by {rec.consumed_by}"
     else:
         place = "was dropped with its tape"
-    return (f"{label(tid)} has no gradient: the record `{rec.line()}` on its way to the output {place}. "
-            f"Run tk.backward([...]) over all outputs at once, or use tk.UnionTape() so merged tapes stay one.")
+    return f"{label(tid)} has no gradient: the record `{rec.line()}` on its way to the output {place}. {_advice([rec])}"
+
+
+def _advice(hidden: Sequence[Record]) -> str:
+    """What to do about hidden records: they were consumed, or another tape holds them."""
+    if all(home_of(r) is None for r in hidden):
+        return ("Run tk.backward([...]) over all outputs at once, or keep the records for another backward with "
+                "backward(retain=True).")
+    return "Run tk.backward([...]) over all outputs at once, or use tk.UnionTape() so merged tapes stay one."
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")

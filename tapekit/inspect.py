@@ -91,7 +91,8 @@ class Explanation:
         if cov.complete:
             lines.append("A backward on it sees its whole history: every gradient it depends on will be there.")
         else:
-            lines.append(f"A backward on it will miss {len(hidden)} records; missing gradients:")
+            lines.append(f"A backward on it will miss {len(hidden)} record{'' if len(hidden) == 1 else 's'}; "
+                         f"missing gradients:")
             lines += [f"  - {why}" for why in self.missing.values()]
         return "\n".join(lines)
 

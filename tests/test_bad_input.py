@@ -364,21 +364,21 @@ def consumed_union_other_output(new_tape, tmp):
 
 
 # policies mixed
-@bad(tk.TapePolicyError, ("carries a OwnedTape", "a UnionTape", "cannot mix tape policies"),
+@bad(tk.TapePolicyError, ("carries an OwnedTape", "a UnionTape", "cannot mix tape policies"),
      "Trace both with the same policy")
 def policies_mixed_op(new_tape, tmp):
     a, b = operand(tk.OwnedTape, (3,)), operand(tk.UnionTape, (3,))
     return (lambda: a + b), [a, b]
 
 
-@bad(tk.TapePolicyError, ("tk.backward:", "carries a ArcTape", "cannot mix tape policies"),
+@bad(tk.TapePolicyError, ("tk.backward:", "carries an ArcTape", "cannot mix tape policies"),
      "Trace both with the same policy")
 def policies_mixed_backward(new_tape, tmp):
     a, b = operand(tk.ArcTape, (3,)).sum(), operand(tk.UnionTape, (3,)).sum()
     return (lambda: tk.backward([a, b])), [a, b]
 
 
-@bad(tk.TapePolicyError, ("runs inside a GlobalTape block", "carries a OwnedTape"), ".detach() inside the block")
+@bad(tk.TapePolicyError, ("runs inside a GlobalTape block", "carries an OwnedTape"), ".detach() inside the block")
 def policies_mixed_global_block(new_tape, tmp):
     a = operand(tk.OwnedTape, (3,))
     gt = tk.GlobalTape()

@@ -144,7 +144,7 @@ def test_program_memory_returns_to_baseline(policy: str) -> None:
             after, peak = tracemalloc.get_traced_memory()
         finally:
             tracemalloc.stop()
-    assert peak - base > 2_000_000, "the program should hold megabytes while it runs"
+    assert peak - base > 1_000_000, "the program should hold megabytes while it runs"
     assert after - base < 50_000, f"{after - base} bytes stayed allocated after the program"
 
 

@@ -346,3 +346,14 @@ def test_explain_names_missing_gradients_and_where_they_went(dev):
     assert not report.complete and list(report.missing) == ["y"]
     assert "held by z" in report.missing["y"]
     assert tk.explain(z.sum()).complete
+
+
+def test_tapes_count_the_bytes_records_keep_alive_on_every_device():
+    from .conftest import DEVICE_KINDS, make_device
+    for kind in DEVICE_KINDS:
+        dev = make_device(kind)
+        x = dev.tensor([[1.0, 2.0], [3.0, 4.0]]).trace(tk.ArcTape())
+        y = dev.tensor([[5.0, 6.0], [7.0, 8.0]])
+        (x * y).sum()  # mul keeps both operands (2 x 16 bytes); sum keeps only a shape
+        (info,) = tk.tapes(x)
+        assert (info.records, info.nbytes) == (2, 32), kind

@@ -115,7 +115,7 @@ def test_backward_on_zz_under_arc_reports_y_missing_and_why():
     ex.backward_button.click()
     text = ex.report_text
     assert text.startswith("backward on zz (seeded with ones, as zz.sum() would be):")
-    assert "IncompleteTapeWarning: backward on zz cannot see 1 of the 1 records" in text
+    assert "IncompleteTapeWarning: backward on zz cannot see 1 record of the 1 in its history" in text
     assert "  ✓ zz" in text
     assert re.search(r"  ✗ y has no gradient: the record `#\d+ mul\(y \(2,\), const\) -> zz \(2,\)` on its way to "
                      r"the output lives on ArcTape T\d+, held by z", text)
@@ -152,7 +152,7 @@ def test_a_warning_the_program_itself_raises_shows_as_text():
         g = zz.sum().backward()
 
     ex = widgets.TapeExplorer(pitfall, policy="arc")
-    assert re.search(r"warning: backward on #\d+ cannot see 1 of the 2 records in its history .*gradients of y "
+    assert re.search(r"warning: backward on #\d+ cannot see 1 record of the 2 in its history .*gradients of y "
                      r"will be missing", ex.code.value)
     ex.step.value = 5
     assert "warning" not in ex.code.value

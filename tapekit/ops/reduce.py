@@ -26,14 +26,15 @@ def _count(shape: tuple[int, ...], axes: tuple[int, ...] | None) -> int:
 @unary
 def sum(xp, x, axis=None, keepdims: bool = False):
     axes = normalize_axes(axis, x.ndim, "sum")
-    return xp.sum(x, axis=axes, keepdims=keepdims), lambda g: _expand(xp, g, x.shape, axes, keepdims)
+    shape = x.shape
+    return xp.sum(x, axis=axes, keepdims=keepdims), lambda g: _expand(xp, g, shape, axes, keepdims)
 
 
 @unary
 def mean(xp, x, axis=None, keepdims: bool = False):
     axes = normalize_axes(axis, x.ndim, "mean")
-    n = _count(x.shape, axes)
-    return xp.mean(x, axis=axes, keepdims=keepdims), lambda g: _expand(xp, g / n, x.shape, axes, keepdims)
+    shape, n = x.shape, _count(x.shape, axes)
+    return xp.mean(x, axis=axes, keepdims=keepdims), lambda g: _expand(xp, g / n, shape, axes, keepdims)
 
 
 @unary

@@ -9,10 +9,12 @@ policy it holds.
 from __future__ import annotations
 
 import itertools
+import operator
 import threading
 import weakref
 from typing import Any, Callable, Iterable, Sequence
 
+from ..devices import array_nbytes
 from ..errors import TapeConsumedError, TapeMovedError
 from ..gradients import Gradients
 from ..ids import label
@@ -51,16 +53,16 @@ class Record:
     @property
     def saved_bytes(self) -> int:
         """Bytes of the arrays this record's backward rules keep alive."""
-        seen: dict[int, Any] = {}
+        seen: dict[int, int] = {}
         for rule in self.rules or ():
             for cell in getattr(rule, "__closure__", None) or ():
                 try:
-                    value = cell.cell_contents
-                except ValueError:
+                    nbytes = array_nbytes(cell.cell_contents)
+                except ValueError:  # an empty cell
                     continue
-                if hasattr(value, "shape") and isinstance(getattr(getattr(value, "dtype", None), "itemsize", None), int):
-                    seen[id(value)] = value
-        return sum(v.size * v.dtype.itemsize for v in seen.values())
+                if nbytes is not None:
+                    seen[id(cell.cell_contents)] = nbytes
+        return sum(seen.values())
 
     def line(self) -> str:
         """One line of the recorded program: ``#12 mul(x (3,), #4 (3,)) -> #13 (3,)``."""
@@ -191,8 +193,7 @@ class Tape:
         printer.text(str(self))
 
 
-def _by_id(rec: Record) -> int:
-    return rec.id
+_by_id = operator.attrgetter("id")  # the sort key of records: creation order
 
 
 class SpentTape(Tape):

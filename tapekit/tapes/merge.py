@@ -43,8 +43,8 @@ def _checked_tapes(inputs: Sequence[Any], op: str) -> list[Tape]:
         for t, tape in zip(holders, tapes):
             if not isinstance(tape, GlobalTape):
                 raise TapePolicyError(
-                    f"op {op} runs inside a GlobalTape block, but {label(t.id)} carries a "
-                    f"{type(tape).__name__}: one op cannot mix tape policies. Use {label(t.id)}.detach() "
+                    f"op {op} runs inside a GlobalTape block, but {label(t.id)} carries "
+                    f"{_a(type(tape).__name__)}: one op cannot mix tape policies. Use {label(t.id)}.detach() "
                     f"inside the block, or run the op outside it.")
         return [active]
     check_one_policy(holders, tapes, f"op {op}")
@@ -56,8 +56,12 @@ def check_one_policy(holders: Sequence[Any], tapes: Sequence[Tape], what: str) -
     for t, tape in zip(holders[1:], tapes[1:]):
         if type(tape) is not type(tapes[0]):
             raise TapePolicyError(
-                f"{what}: {label(holders[0].id)} carries a {type(tapes[0]).__name__} and {label(t.id)} a "
-                f"{type(tape).__name__}; one call cannot mix tape policies. Trace both with the same policy.")
+                f"{what}: {label(holders[0].id)} carries {_a(type(tapes[0]).__name__)} and {label(t.id)} "
+                f"{_a(type(tape).__name__)}; one call cannot mix tape policies. Trace both with the same policy.")
+
+
+def _a(noun: str) -> str:
+    return ("an " if noun[0] in "AEIO" else "a ") + noun
 
 
 def merge_tapes(tapes: Sequence[Tape], op: str) -> Tape:
