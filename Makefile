@@ -45,6 +45,7 @@ lab: $(VENV)/.lab-installed graphviz
 
 test: $(VENV)/.test-installed graphviz chromium
 	$(BIN)/python -m pytest -n 2 --dist loadgroup tests
+	$(BIN)/python -m pytest -n 2 --dist loadfile --nbval notebooks --nbval-sanitize-with notebooks/sanitize.cfg
 
 bench: $(VENV)/.bench-installed
 	$(BIN)/python -m benchmarks
