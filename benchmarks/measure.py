@@ -44,6 +44,7 @@ class Case:
     scale: float = 1e3
     memory: bool = False  # also measure peak memory
     time: bool = True
+    collector: bool = True  # False: Python's cyclic garbage collector is paused while a run is timed
 
 
 @dataclass
@@ -75,11 +76,50 @@ class Result:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def time_interleaved(case: str, contenders: Sequence[Contender], repeats: int, collect: bool = True) -> list[Result]:
+class CollectorClock:
+    """Seconds Python's cyclic garbage collector ran while this clock was installed."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self._start = 0.0
+
+    def __call__(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._start = time.perf_counter()
+        else:
+            self.seconds += time.perf_counter() - self._start
+
+    def __enter__(self) -> "CollectorClock":
+        gc.callbacks.append(self)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        gc.callbacks.remove(self)
+
+
+def _timed(c: Contender, collector: bool) -> tuple[float, float]:
+    """Seconds one run of ``c`` took, and how many of them the garbage collector ran; with
+    ``collector=False`` the collector is paused during the run."""
+    state = c.setup() if c.setup is not None else None
+    if not collector:
+        gc.disable()
+    try:
+        with CollectorClock() as clock:
+            start = time.perf_counter()
+            c.run() if c.setup is None else c.run(state)
+            seconds = time.perf_counter() - start
+    finally:
+        gc.enable()
+    return seconds, clock.seconds
+
+
+def time_interleaved(case: str, contenders: Sequence[Contender], repeats: int, collect: bool = True,
+                     collector: bool = True) -> list[Result]:
     """Time every contender ``repeats`` times after one warm-up, interleaved; the first contender
     is the floor. A contender that raises is reported with its error instead of a time.
     ``collect``: run the garbage collector before each round, so no contender pays for another's
-    garbage."""
+    garbage. ``collector=False``: pause the collector while a run is timed. The share of each run
+    that the collector took is kept in ``extra["collector"]``."""
     results = {c.name: Result(case, c.name) for c in contenders}
     live = []
     for c in contenders:
@@ -90,24 +130,18 @@ def time_interleaved(case: str, contenders: Sequence[Contender], repeats: int, c
             results[c.name].note = f"failed: {type(err).__name__}: {str(err).splitlines()[0][:80]}"
     if not live or live[0] is not contenders[0]:
         raise RuntimeError(f"{case}: the floor {contenders[0].name} failed: {results[contenders[0].name].note}")
-    times: dict[str, list[float]] = {c.name: [] for c in live}
+    times: dict[str, list[tuple[float, float]]] = {c.name: [] for c in live}
     for _ in range(repeats):
         if collect:
             gc.collect()
         for c in live:
-            state = c.setup() if c.setup is not None else None
-            if state is None:
-                start = time.perf_counter()
-                c.run()
-            else:
-                start = time.perf_counter()
-                c.run(state)
-            times[c.name].append(time.perf_counter() - start)
-            del state
-    floor = times[live[0].name]
+            times[c.name].append(_timed(c, collector))
+    floor = [t for t, _ in times[live[0].name]]
     for c in live:
-        results[c.name].seconds = Spread.of(times[c.name])
-        results[c.name].ratio = Spread.of([t / f for t, f in zip(times[c.name], floor)])
+        seconds = [t for t, _ in times[c.name]]
+        results[c.name].seconds = Spread.of(seconds)
+        results[c.name].ratio = Spread.of([t / f for t, f in zip(seconds, floor)])
+        results[c.name].extra["collector"] = Spread.of([g / t for t, g in times[c.name]])
     return [results[c.name] for c in contenders]
 
 

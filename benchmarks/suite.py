@@ -55,8 +55,8 @@ def cases(sizes: Sizes, peers: dict[str, Peer]) -> Iterator[Case]:
         yield Case("W5", f"peak memory of the W2 step at batch {batch}", f"batch {batch}", mlp.contenders(batch, sizes.mlp_dims, peers),
                    memory=True, time=False)
     for k in sizes.merges:
-        yield Case("W6", f"{k:,} tapes merged pairwise ({k - 1:,} merges)", f"k = {k:,}", merges.contenders(k),
-                   unit="µs/merge", per=max(k - 1, 1), scale=1e6)
+        yield Case("W6", f"{k:,} tapes merged pairwise ({k - 1:,} merges), collector paused", f"k = {k:,}",
+                   merges.contenders(k), unit="µs/merge", per=max(k - 1, 1), scale=1e6, collector=False)
 
 
 def check(case: Case) -> dict[str, str]:
@@ -88,7 +88,8 @@ def run(sizes: Sizes, peers: dict[str, Peer], log: Callable[[str], None] = print
         log(f"{case.workload}: {case.name}")
         notes = check(case)
         case.contenders = [c for c in case.contenders if not notes.get(c.name, "").startswith("failed")]
-        results = (time_interleaved(case.name, case.contenders, sizes.repeats, sizes.collect) if case.time
+        results = (time_interleaved(case.name, case.contenders, sizes.repeats, sizes.collect, case.collector)
+                   if case.time
                    else memory_ratios(case.name, case.contenders, sizes.collect))
         if case.time and case.memory:
             memory = {r.contender: r for r in memory_ratios(case.name, case.contenders, sizes.collect)}

@@ -71,6 +71,7 @@ def _run(records: list[Record], grads: Gradients, outputs: Sequence[Tensor], see
     """
     device = outputs[0].device
     xp, count, arrays, accumulate = device.xp, device.count, grads._arrays, grads.accumulate
+    owned = grads._owned
     clean = grads._clean if device.takes_out else ()  # ids of zeroed buffers a rule may write into
     leaves = grads.leaves
     for out, seed in zip(outputs, seeds):
@@ -97,8 +98,10 @@ def _run(records: list[Record], grads: Gradients, outputs: Sequence[Tensor], see
                 accumulate(tid, gi, device)
             else:
                 arrays[tid] = gi
-        if leaves is not None and rec.out not in leaves:
-            grads._forget(rec.out)
+        if leaves is not None and rec.out not in leaves:  # used, and no leaf: let it go now
+            arrays.pop(rec.out, None)
+            if rec.out in owned:
+                grads._disown(rec.out)
 
 
 def _write_into_buffer(grads: Gradients, tid: int, rule: Callable, g: Any, shape: tuple, device: Any) -> None:

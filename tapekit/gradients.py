@@ -118,11 +118,10 @@ class Gradients:
             arrays[tid] = device.count(_updatable(old + grad))
             self._owned.add(tid)
 
-    def _forget(self, tid: int) -> None:
-        """Drop the entry of ``tid`` (a backward used it, and it is not a leaf)."""
-        if self._arrays.pop(tid, None) is not None:
-            self._owned.discard(tid)
-            self._clean.discard(tid)
+    def _disown(self, tid: int) -> None:
+        """Forget that ``tid`` had a buffer of its own (its entry was dropped)."""
+        self._owned.discard(tid)
+        self._clean.discard(tid)
 
     def filled(self, tid: int) -> None:
         """A backward rule wrote the gradient of ``tid`` into its clean buffer."""

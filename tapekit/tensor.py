@@ -321,7 +321,8 @@ def _dtype_name(dtype: Any) -> str:
 
 
 def _is_float(dtype: Any) -> bool:
-    return _dtype_name(dtype).startswith("float")
+    kind = getattr(dtype, "kind", None)  # numpy and CuPy dtypes say it at once
+    return kind == "f" if kind is not None else _dtype_name(dtype).startswith("float")
 
 
 def tensors_of(items: Iterable[Any]) -> list[Tensor]:
