@@ -96,6 +96,24 @@ def _cell(case: Case, r: Result) -> tuple[str, str, str]:
     return time, ratio, spread + (f" ({r.note})" if r.note else "")
 
 
+def summary(done: Done) -> list[str]:
+    """One row per case, one column per contender: the median ratio to the floor (for W5, of
+    peak memory), or why there is none."""
+    names: list[str] = []
+    for _, results in done:
+        names += [r.contender for r in results if r.contender not in names and r.contender != "numpy floor"]
+    lines = ["| workload | case | " + " | ".join(names) + " |", "|---|---|" + "---|" * len(names)]
+    for case, results in done:
+        by_name = {r.contender: r for r in results}
+        cells = []
+        for name in names:
+            r = by_name.get(name)
+            cells.append("" if r is None else f"{r.ratio.median:.2f}x" if r.ratio else
+                         "absent" if r.note.startswith("absent") else "—")
+        lines.append(f"| {case.workload} | {case.short} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def markdown(done: Done, machine: Sequence[str], repeats: int, plot: str | None) -> str:
     """The whole report: machine, method, targets, then one table per workload."""
     lines = ["# tapekit benchmarks", "",
@@ -115,6 +133,8 @@ def markdown(done: Done, machine: Sequence[str], repeats: int, plot: str | None)
             met = "yes" if t.met else "no" if t.met is not None else "n/a"
             lines.append(f"| {t.workload} | {t.wanted} | {t.measured} | {met} |")
         lines.append("")
+    lines += ["## Summary", "", "Ratio to the numpy floor, median over the repeats (W5: of peak memory; "
+              "lower is better):", ""] + summary(done) + [""]
     if plot:
         lines += [f"![benchmark plot]({plot})", ""]
     for workload, group in itertools.groupby(done, key=lambda item: item[0].workload):

@@ -61,6 +61,7 @@ def test_report_and_plot_are_written(done, tmp_path) -> None:
     text = report.markdown(done, ["CPU: test", "Python x, numpy y"], 2, "results.png")
     for workload in ("W1", "W2", "W3", "W4", "W5", "W6"):
         assert f"## {workload}" in text
+    assert "## Summary" in text and "| W1 | 12 ops | " in text
     wanted = [t.wanted for t in report.targets(done)]
     assert "at most 3x the numpy floor" in wanted and "UnionTape merge cost flat in k" in wanted
     assert "peak memory at most 1.3x the floor" in wanted
