@@ -102,6 +102,7 @@ def summary(done: Done) -> list[str]:
     names: list[str] = []
     for _, results in done:
         names += [r.contender for r in results if r.contender not in names and r.contender != "numpy floor"]
+    names.sort(key=lambda name: not name.startswith("tapekit"))  # tapekit's policies first, then the peers
     lines = ["| workload | case | " + " | ".join(names) + " |", "|---|---|" + "---|" * len(names)]
     for case, results in done:
         by_name = {r.contender: r for r in results}

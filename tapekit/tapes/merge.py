@@ -13,12 +13,16 @@ from .global_ import GlobalTape, _active, active_global
 def operand_tapes(inputs: Sequence[Any], op: str) -> Sequence[Tape]:
     """The tapes an op will merge, checked: none spent, one policy. Changes nothing."""
     tape = None
-    for t in inputs:  # the common case first: at most one tape among the operands, no GlobalTape block
+    for t in inputs:  # the common case first: one tape among the operands, no GlobalTape block
         other = getattr(t, "_tape", None)
-        if other is not None and other is not tape:
-            if tape is not None:
-                return _checked_tapes(inputs, op)
+        if other is None or other is tape:
+            continue
+        if tape is None:
             tape = other
+        elif tape._spent is None and other._spent is None and other._store() is tape._store():
+            tape = tape._store()  # two handles of tapes that are already one (merged UnionTapes)
+        else:
+            return _checked_tapes(inputs, op)
     if _active.get():
         return _checked_tapes(inputs, op)
     if tape is None:
