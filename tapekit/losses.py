@@ -12,7 +12,9 @@ import numpy as np
 
 from .errors import DTypeError, IndexingError, InvalidArgumentError, ShapeError
 from .nn.module import branch
+from .devices import dtype_name
 from .ops import logsumexp, stack
+from .ops.shape import device_array, is_integer, value_range
 from .tensor import Tensor
 
 REDUCTIONS = ("mean", "sum")
@@ -74,16 +76,20 @@ def _onehot(logits: Tensor, labels: Any) -> Tensor:
     """Checked integer labels as a one-hot tensor of the logits' shape and dtype (no tape)."""
     if not isinstance(logits, Tensor):
         raise InvalidArgumentError(f"cross_entropy takes a tensor of logits first, got a {type(logits).__name__}")
-    host = labels.numpy() if isinstance(labels, Tensor) else np.asarray(labels)
-    if host.dtype.kind not in "iu":
-        raise DTypeError(f"cross_entropy: labels must be integer class indices, got dtype {host.dtype}. Make them "
+    device = logits.device
+    index = device_array(labels, device, "cross_entropy: the labels")
+    kind = dtype_name(index.dtype)
+    if not is_integer(kind):
+        raise DTypeError(f"cross_entropy: labels must be integer class indices, got dtype {kind}. Make them "
                          f"integers, e.g. dev.tensor(np.array(labels), dtype='int64').")
-    if logits.ndim == 0 or host.shape != logits.shape[:-1]:
-        raise ShapeError(f"cross_entropy: labels of shape {host.shape} do not fit logits of shape {logits.shape}; "
-                         f"the logits need a class axis last and the labels the shape of the other axes")
+    if logits.ndim == 0 or tuple(index.shape) != logits.shape[:-1]:
+        raise ShapeError(f"cross_entropy: labels of shape {tuple(index.shape)} do not fit logits of shape "
+                         f"{logits.shape}; the logits need a class axis last and the labels the shape of the other axes")
     classes = logits.shape[-1]
-    if host.size and (host.min() < 0 or host.max() >= classes):
-        raise IndexingError(f"cross_entropy: labels range from {host.min()} to {host.max()}, but the logits have "
-                            f"{classes} classes (valid labels: 0 to {classes - 1})")
-    onehot = host[..., None] == np.arange(classes)
-    return logits.device.tensor(onehot, dtype=logits.dtype)
+    low, high = value_range(index, device)
+    if low < 0 or high >= classes:
+        raise IndexingError(f"cross_entropy: labels range from {low} to {high}, but the logits have {classes} "
+                            f"classes (valid labels: 0 to {classes - 1})")
+    xp = device.xp
+    onehot = xp.astype(index[..., None] == xp.arange(classes, **device._placement()), logits.dtype)
+    return Tensor(logits.device.count(onehot), logits.device)

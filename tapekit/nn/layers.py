@@ -11,10 +11,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..devices import Device
+from ..devices import Device, dtype_name
 from ..errors import DTypeError, InvalidArgumentError
 from ..tapes.base import SpentTape, moved_into
 from ..tapes.merge import merge_tapes, operand_tapes
+from ..ops.shape import device_array, is_integer
 from ..tensor import Tensor
 from .module import Module, branch, device_or_default
 
@@ -59,12 +60,13 @@ class Embedding(Module):
         self.weight = dev.tensor(dev.rng.standard_normal((num_embeddings, dim)), dtype=dtype)
 
     def forward(self, indices: Any) -> Tensor:
-        host = indices.numpy() if isinstance(indices, Tensor) else np.asarray(indices)
-        if host.dtype.kind not in "iu":
-            raise DTypeError(f"Embedding takes integer indices, got dtype {host.dtype}; make them with an "
-                             f"integer dtype, e.g. dev.tensor(np.array([...]), dtype='int64')")
-        rows = self.weight[host.reshape(-1)]
-        return rows if host.ndim == 1 else rows.reshape(*host.shape, self.dim)
+        index = device_array(indices, self.weight.device, "Embedding: the indices")
+        if not is_integer(dtype_name(index.dtype)):
+            raise DTypeError(f"Embedding takes integer indices, got dtype {dtype_name(index.dtype)}; make them with "
+                             f"an integer dtype, e.g. dev.tensor(np.array([...]), dtype='int64')")
+        flat = Tensor(self.weight.device.xp.reshape(index, (-1,)), self.weight.device)
+        rows = self.weight[flat]
+        return rows if index.ndim == 1 else rows.reshape(*index.shape, self.dim)
 
     def extra_repr(self) -> str:
         return f"num_embeddings={self.num_embeddings}, dim={self.dim}"

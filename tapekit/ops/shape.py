@@ -7,7 +7,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..errors import DTypeError, IndexingError, ShapeError
+from ..devices import dtype_name
+from ..errors import DeviceMismatchError, DTypeError, IndexingError, ShapeError
 from ..ids import label
 from ..tensor import Tensor
 from .core import broadcast_shape, check_devices, emit, normalize_axes, unary, unbroadcast
@@ -156,23 +157,47 @@ def getitem(t: Tensor, key: Any) -> Tensor:
 
 def _integer_index(key: Any, t: Tensor) -> Any:
     """The key as a device integer array when it is one (a tensor, array or list of ints)."""
-    if isinstance(key, Tensor):
-        host = key.numpy()
-    elif isinstance(key, (list, np.ndarray)):
-        host = np.asarray(key)
-    else:
+    if not isinstance(key, (Tensor, list, np.ndarray)):
         return None
-    if host.dtype.kind == "b":
+    index = device_array(key, t.device, "an index array")
+    kind = dtype_name(index.dtype)
+    if kind == "bool":
         raise IndexingError("boolean mask indexing is not differentiable here; use tk.where(mask, t, 0) instead")
-    if host.dtype.kind not in "iu" or host.ndim != 1:
-        raise IndexingError(f"an index array must be 1-D integers, got dtype {host.dtype} and shape {host.shape}")
+    if not is_integer(kind) or index.ndim != 1:
+        raise IndexingError(f"an index array must be 1-D integers, got dtype {kind} and shape {tuple(index.shape)}")
     if t.ndim == 0:
         raise IndexingError("a 0-d tensor cannot be indexed by an array")
     n = t.shape[0]
-    if host.size and (host.min() < -n or host.max() >= n):
-        raise IndexingError(f"index array holds values from {host.min()} to {host.max()}, outside axis 0 of "
-                            f"size {n} (valid: {-n} to {n - 1})")
-    return t.device.from_numpy(np.where(host < 0, host + n, host).astype(np.int64))
+    low, high = value_range(index, t.device)
+    if low < -n or high >= n:
+        raise IndexingError(f"index array holds values from {low} to {high}, outside axis 0 of size {n} "
+                            f"(valid: {-n} to {n - 1})")
+    xp = t.device.xp
+    return xp.astype(xp.where(index < 0, index + n, index) if low < 0 else index, xp.int64)
+
+
+def device_array(key: Any, device: Any, what: str) -> Any:
+    """``key`` (a tensor, array or list) as an array on ``device``; a tensor already there is used
+    as is, with no trip through the host."""
+    if not isinstance(key, Tensor):
+        return device.from_numpy(np.asarray(key))
+    if key.device is not device and key.device.place != device.place:
+        raise DeviceMismatchError(f"{what} is on {key.device!r} but the tensor it goes with is on {device!r}; "
+                                  f"move it first with .to(device)")
+    return key.data
+
+
+def is_integer(dtype_kind: str) -> bool:
+    return dtype_kind.startswith(("int", "uint"))
+
+
+def value_range(index: Any, device: Any) -> tuple[int, int]:
+    """The smallest and largest value of an integer array (two scalars read from the device);
+    ``(0, -1)`` when it is empty."""
+    if not index.size:
+        return 0, -1
+    xp = device.xp
+    return int(xp.min(index)), int(xp.max(index))
 
 
 def _tensors(tensors: Sequence[Any], op: str) -> list[Tensor]:
