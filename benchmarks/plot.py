@@ -22,8 +22,8 @@ def _colours(done: Done) -> dict[str, str]:
     return {name: f"C{i}" for i, name in enumerate(names)}
 
 
-def _log_axis(axis, unit: str) -> None:
-    axis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+def _log_axis(axis, unit: str, subs: tuple[float, ...] = (1.0, 2.0, 5.0)) -> None:
+    axis.set_major_locator(LogLocator(subs=subs))
     axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}{unit}"))
     axis.set_minor_formatter(NullFormatter())
 
@@ -35,6 +35,7 @@ def _ratio_bars(ax, done: Done, workloads: tuple[str, ...], title: str, colours:
     for _, results in cases:
         names += [r.contender for r in results if r.contender not in names and r.contender != "numpy floor"]
     width = 0.8 / max(len(names), 1)
+    highest = 1.0
     for i, name in enumerate(names):
         xs, ys = [], []
         for j, (_, results) in enumerate(cases):
@@ -43,9 +44,13 @@ def _ratio_bars(ax, done: Done, workloads: tuple[str, ...], title: str, colours:
                     xs.append(j + (i - (len(names) - 1) / 2) * width)
                     ys.append(r.ratio.median)
         ax.bar(xs, ys, width, label=name, color=colours[name])
+        highest = max([highest, *ys])
     ax.axhline(1.0, color="black", linewidth=0.8)
-    ax.set_yscale("log")
-    _log_axis(ax.yaxis, "x")
+    if highest > 4:  # ratios that far apart read best on a log scale
+        ax.set_yscale("log")
+        _log_axis(ax.yaxis, "x")
+    else:
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}x"))
     ax.set_xticks(range(len(cases)), [case.short for case, _ in cases], fontsize=7)
     ax.set_ylabel("ratio to the numpy floor")
     ax.set_title(title, fontsize=9)
@@ -65,7 +70,8 @@ def _lines(ax, done: Done, workload: str, title: str, xlabel: str, colours: dict
         ax.plot(xs, ys, marker="o", label=name, color=colours[name])
     ax.set_xscale("log")
     ax.set_yscale("log")
-    _log_axis(ax.xaxis, "")
+    _log_axis(ax.xaxis, "", subs=(1.0,))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
     _log_axis(ax.yaxis, "")
     ax.set_xlabel(xlabel)
     units = {case.unit for case, _ in done if case.workload == workload}
