@@ -22,7 +22,7 @@ $(VENV)/.test-installed: $(BIN)/python pyproject.toml
 
 # The peers of the `bench` extra in pyproject.toml, installed one by one: one that cannot be installed
 # here does not keep out the others, and the benchmarks report it as absent.
-BENCH_PEERS := $(shell sed -n 's/^bench = \[\(.*\)\]/\1/p' pyproject.toml | tr -d '",')
+BENCH_PEERS := $(shell sed -n 's/^bench = \[\(.*\)\]/\1/p' pyproject.toml | tr -d ',')
 
 $(VENV)/.bench-installed: $(VENV)/.test-installed pyproject.toml
 	@for peer in $(BENCH_PEERS); do \
