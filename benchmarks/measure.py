@@ -43,7 +43,7 @@ class Case:
     per: float = 1.0  # a time is shown as seconds / per * scale
     scale: float = 1e3
     memory: bool = False  # also measure peak memory
-    time: bool = True
+    time: bool = True  # False: measure peak memory only
     collector: bool = True  # False: Python's cyclic garbage collector is paused while a run is timed
 
 
@@ -59,14 +59,13 @@ class Spread:
     def of(cls, values: Sequence[float]) -> "Spread":
         return cls(statistics.median(values), min(values), max(values))
 
-    def scaled(self, factor: float) -> "Spread":
-        return Spread(self.median * factor, self.low * factor, self.high * factor)
-
 
 @dataclass
 class Result:
     """What one contender did on one case: its time (seconds per step) and its time relative to
-    the floor, per repeat; or why it has no figure."""
+    the floor, per repeat; or why it has no figure. ``extra`` holds the garbage collector's share
+    of each run (``"collector"``), the peak in bytes (``"peak_bytes"``), and the memory result of a
+    timed case that also measured memory (``"memory"``)."""
 
     case: str
     contender: str
@@ -163,7 +162,8 @@ def peak_bytes(run: Callable[[], Any], collect: bool = True) -> int:
 
 
 def memory_ratios(case: str, contenders: Sequence[Contender], collect: bool = True) -> list[Result]:
-    """Peak memory of each contender (after a warm-up run) and its ratio to the floor's."""
+    """Peak memory of each contender (after a warm-up run) and its ratio to the floor's (the first
+    contender, which must succeed)."""
     results = []
     floor = None
     for c in contenders:
@@ -175,6 +175,8 @@ def memory_ratios(case: str, contenders: Sequence[Contender], collect: bool = Tr
                 c.once()
                 peak = peak_bytes(c.once, collect)
             except Exception as err:
+                if floor is None:
+                    raise
                 result.note = f"failed: {type(err).__name__}: {str(err).splitlines()[0][:80]}"
             else:
                 floor = peak if floor is None else floor
