@@ -19,7 +19,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=None, help="timed repeats per case (default 7)")
     parser.add_argument("--threads", type=int, default=1, help="threads for numpy's BLAS and PyTorch (default 1, "
                         "so figures do not depend on other work on the machine; 0: each library's default)")
-    parser.add_argument("--out", type=Path, default=HERE, help="where results.md and results.png go")
+    parser.add_argument("--out", type=Path, default=None, help="where results.md and results.png go (default: "
+                        "beside this file; a --smoke run writes them only when given --out)")
     args = parser.parse_args(argv)
     if args.threads and "numpy" not in sys.modules:  # BLAS reads these when numpy loads
         os.environ.update({name: str(args.threads) for name in THREAD_VARIABLES})
@@ -37,10 +38,12 @@ def main(argv: list[str] | None = None) -> int:
     done = suite.run(sizes, peers, log=lambda line: print(line, flush=True))
     about.append(f"load average (1 min) of the machine: {before:.1f} when the run started, "
                  f"{os.getloadavg()[0]:.1f} when it ended")
-    args.out.mkdir(parents=True, exist_ok=True)
-    plot.figure(done, str(args.out / "results.png"), about[0])
     text = report.markdown(done, about, sizes.repeats, "results.png")
-    (args.out / "results.md").write_text(text, encoding="utf-8")
+    out = args.out if args.out is not None or args.smoke else HERE
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        plot.figure(done, str(out / "results.png"), about[0])
+        (out / "results.md").write_text(text, encoding="utf-8")
     print()
     print(text)
     return 0

@@ -82,3 +82,12 @@ def test_a_peer_that_cannot_be_imported_is_reported_absent(monkeypatch) -> None:
     torch = find_peers()["torch"]
     assert not torch.present and torch.absent == "absent (ImportError: No module named 'torch')"
     assert "PyTorch eager (CPU): absent (ImportError" in "\n".join(machine.describe({"torch": torch}))
+
+
+def test_the_command_writes_its_report_only_where_told(tmp_path, capsys) -> None:
+    from benchmarks.__main__ import main
+
+    assert main(["--smoke", "--no-peers", "--out", str(tmp_path)]) == 0
+    assert (tmp_path / "results.png").exists()
+    assert "## Targets" in (tmp_path / "results.md").read_text(encoding="utf-8")
+    assert "## W6" in capsys.readouterr().out
