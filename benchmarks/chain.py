@@ -21,6 +21,15 @@ def inputs(shape: tuple[int, ...], seed: int = 0) -> tuple[np.ndarray, np.ndarra
     return tuple(rng.uniform(-0.5, 0.5, shape).astype(np.float32) for _ in range(2))
 
 
+def forward(x: Any, w: Any, n: int, tanh: Any) -> Any:
+    """The chain itself, for any library whose values support ``+`` and ``*``."""
+    h = x
+    for i in range(n):
+        op = i % 3
+        h = h + w if op == 0 else h * w if op == 1 else tanh(h)
+    return h
+
+
 def floor(x0: np.ndarray, w0: np.ndarray, n: int) -> Contender:
     """Hand-written numpy: the forward keeps what the backward needs, the backward runs it back."""
 
@@ -61,16 +70,7 @@ def tapekit(x0: np.ndarray, w0: np.ndarray, n: int, policy: type[tk.Tape]) -> Co
     def run() -> list[Any]:
         x = dev.tensor(x0).trace(policy())
         w = dev.tensor(w0) if policy is tk.OwnedTape else dev.tensor(w0).trace(policy())
-        h = x
-        for i in range(n):
-            op = i % 3
-            if op == 0:
-                h = h + w
-            elif op == 1:
-                h = h * w
-            else:
-                h = h.tanh()
-        g = h.sum().backward()
+        g = forward(x, w, n, lambda t: t.tanh()).sum().backward()
         return [g[x], g[w]]
 
     return Contender(f"tapekit {policy.__name__}", run)
@@ -82,16 +82,7 @@ def torch(x0: np.ndarray, w0: np.ndarray, n: int, peer: Peer) -> Contender:
     def run() -> list[np.ndarray]:
         x = torch.tensor(x0, requires_grad=True)
         w = torch.tensor(w0, requires_grad=True)
-        h = x
-        for i in range(n):
-            op = i % 3
-            if op == 0:
-                h = h + w
-            elif op == 1:
-                h = h * w
-            else:
-                h = torch.tanh(h)
-        h.sum().backward()
+        forward(x, w, n, torch.tanh).sum().backward()
         return [x.grad.numpy(), w.grad.numpy()]
 
     return Contender(peer.title, run, memory=False)
@@ -101,16 +92,7 @@ def autograd(x0: np.ndarray, w0: np.ndarray, n: int, peer: Peer) -> Contender:
     import autograd.numpy as anp
 
     def loss(params: tuple) -> Any:
-        h, w = params
-        for i in range(n):
-            op = i % 3
-            if op == 0:
-                h = h + w
-            elif op == 1:
-                h = h * w
-            else:
-                h = anp.tanh(h)
-        return anp.sum(h)
+        return anp.sum(forward(*params, n, anp.tanh))
 
     gradient = peer.module.grad(loss)
     return Contender(peer.title, lambda: list(gradient((x0, w0))))
@@ -121,16 +103,7 @@ def mygrad(x0: np.ndarray, w0: np.ndarray, n: int, peer: Peer) -> Contender:
 
     def run() -> list[np.ndarray]:
         x, w = mg.tensor(x0), mg.tensor(w0)
-        h = x
-        for i in range(n):
-            op = i % 3
-            if op == 0:
-                h = h + w
-            elif op == 1:
-                h = h * w
-            else:
-                h = mg.tanh(h)
-        h.sum().backward()
+        forward(x, w, n, mg.tanh).sum().backward()
         return [x.grad, w.grad]
 
     return Contender(peer.title, run)
