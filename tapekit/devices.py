@@ -7,7 +7,6 @@ seeded numpy generator, so one seed gives the same values on every device.
 
 from __future__ import annotations
 
-import types
 from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
@@ -229,15 +228,18 @@ class Cpu(Device):
         return f"Cpu(seed={self.seed}{extra})"
 
 
-def _cupy_namespace(cupy: Any) -> Any:
-    """CuPy's namespace with the array-API names tapekit uses that older CuPy lacks."""
-    extra = {
-        "concat": getattr(cupy, "concat", cupy.concatenate),
-        "permute_dims": getattr(cupy, "permute_dims", cupy.transpose),
-        "matrix_transpose": getattr(cupy, "matrix_transpose", lambda a: cupy.swapaxes(a, -1, -2)),
-        "astype": getattr(cupy, "astype", lambda a, dtype: a.astype(dtype)),
-    }
-    return types.SimpleNamespace(**{n: getattr(cupy, n) for n in dir(cupy) if not n.startswith("_")}, **extra)
+class _CupyNamespace:
+    """CuPy's namespace, plus the array-API names tapekit uses that older CuPy lacks."""
+
+    def __init__(self, cupy: Any) -> None:
+        self._cupy = cupy
+        self.concat = getattr(cupy, "concat", cupy.concatenate)
+        self.permute_dims = getattr(cupy, "permute_dims", cupy.transpose)
+        self.matrix_transpose = getattr(cupy, "matrix_transpose", lambda a: cupy.swapaxes(a, -1, -2))
+        self.astype = getattr(cupy, "astype", lambda a, dtype, copy=True: a.astype(dtype, copy=copy))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._cupy, name)
 
 
 class Cuda(Device):
@@ -261,7 +263,7 @@ class Cuda(Device):
             raise DeviceUnavailableError(f"tk.Cuda({device_id}) cannot use the GPU: {err}") from None
         self.cupy = cupy
         self.device_id = device_id
-        self.xp = _cupy_namespace(cupy)
+        self.xp = _CupyNamespace(cupy)
 
     @property
     def place(self) -> tuple:

@@ -92,3 +92,16 @@ def test_tracing_an_integer_tensor_is_an_error(cpu):
     labels = cpu.tensor(np.array([1, 2]))
     with pytest.raises(tk.DTypeError, match="not floating"):
         labels.trace()
+
+
+def test_cupy_namespace_adds_the_array_api_names_older_cupy_lacks():
+    import types
+
+    from tapekit.devices import _CupyNamespace
+    old_cupy = types.SimpleNamespace(concatenate=np.concatenate, transpose=np.transpose, swapaxes=np.swapaxes,
+                                     exp=np.exp)
+    xp = _CupyNamespace(old_cupy)
+    a = np.arange(6.0).reshape(2, 3)
+    assert xp.concat([a, a]).shape == (4, 3) and xp.permute_dims(a, (1, 0)).shape == (3, 2)
+    assert xp.matrix_transpose(a).shape == (3, 2) and xp.astype(a, np.float32).dtype == np.float32
+    assert xp.exp is np.exp
