@@ -38,7 +38,7 @@ def backward(outputs: Any, seeds: Sequence[Any] | None = None, retain: bool = Fa
     tape = merge_tapes(tapes, "backward")
     records, grads = tape._take(retain)
     grads._why.update(cov.missed)
-    grads._ran = f"{type(tape).__name__} {tape.label}"
+    grads._ran = tape._store()._ref
     _run(records, grads, outputs, seeds)
     if not retain:
         _release(records, by)
@@ -140,7 +140,7 @@ def _tape_of(out: Any) -> Tape:
         raise_spent(tape)
     rec = out._record
     if rec is not None and rec.home is None and rec.consumed_by:
-        raise consumed_error(out.label, rec.consumed_by)
+        raise consumed_error(f"{out.label}'s tape", rec.consumed_by)
     return tape
 
 

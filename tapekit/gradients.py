@@ -41,7 +41,7 @@ class Gradients:
         self._clean: set[int] = set()  # owned entries known to hold zeros: backward may write into them
         self.leaves: frozenset[int] | None = None if leaves is None else frozenset(map(tensor_id, leaves))
         self._why: dict[int, str] = {}
-        self._ran: str | None = None  # which backward filled these gradients, for messages
+        self._ran: Any = None  # a weak reference to the tape whose backward filled these gradients
 
     # -- mapping ----------------------------------------------------------------------------
     def __getitem__(self, key: Any) -> Any:
@@ -159,7 +159,8 @@ class Gradients:
         if self.leaves is not None and tid not in self.leaves:
             return (f"{name} has no gradient: it is not in the leaf set of this backward, so its entry was "
                     f"dropped at the end. Add it to leaves=[...], or trace without a leaf set to keep all.")
-        where = f" ({self._ran})" if self._ran else ""
+        tape = self._ran() if self._ran is not None else None
+        where = f" ({type(tape).__name__} {tape.label})" if tape is not None else ""
         return (f"{name} has no gradient: no op recorded on the tape this backward ran{where} took it as an "
                 f"operand. Trace it (x.trace()) or an input it meets, and check tk.explain(output).")
 

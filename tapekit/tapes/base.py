@@ -240,5 +240,5 @@ def moved_error(who: str, op: str, into: str) -> TapeMovedError:
 
 def consumed_error(who: str, by: str) -> TapeConsumedError:
     return TapeConsumedError(
-        f"{who}'s tape was consumed by {by}. Call backward(retain=True) to keep the records for "
+        f"{who} was consumed by {by}. Call backward(retain=True) to keep the records for "
         f"another backward, or run tk.backward([...]) over all outputs at once.")

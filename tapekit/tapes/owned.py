@@ -38,6 +38,6 @@ class OwnedTape(Tape):
             "the same tensor on a fresh tape, or share one tape with tk.ArcTape() or tk.UnionTape().")
 
     def _after_backward(self, outputs: Sequence[Any], by: str) -> None:
-        self._spent = consumed_error(f"tape {self.label}", by)
+        self._spent = consumed_error("this OwnedTape", by)
         for out in outputs:
-            out._tape = SpentTape(consumed_error, out.label, by)
+            out._tape = SpentTape(consumed_error, f"{out.label}'s tape", by)
