@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import warnings
 from typing import Any, Callable, Iterable, Sequence
 
@@ -34,7 +35,8 @@ def backward(outputs: Any, seeds: Sequence[Any] | None = None, retain: bool = Fa
     if not cov.complete:
         if not tapes[0].allows_partial:
             raise TapeConsumedError(cov.summary(", ".join(out.label for out in outputs)))
-        warnings.warn(cov.summary(", ".join(out.label for out in outputs)), IncompleteTapeWarning, stacklevel=3)
+        warnings.warn(cov.summary(", ".join(out.label for out in outputs)), IncompleteTapeWarning,
+                      stacklevel=_caller_level())
     tape = merge_tapes(tapes, "backward")
     records, grads = tape._take(retain)
     grads._why.update(cov.missed)
@@ -44,6 +46,14 @@ def backward(outputs: Any, seeds: Sequence[Any] | None = None, retain: bool = Fa
         _release(records, by)
         tape._after_backward(outputs, by)
     return grads.drop_non_leaves()
+
+
+def _caller_level() -> int:
+    """The ``stacklevel`` of the first frame outside tapekit, so a warning names the user's line."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_globals.get("__name__", "").startswith("tapekit."):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _holds_history(outputs: Sequence[Tensor], stores: Iterable[Tape]) -> bool:

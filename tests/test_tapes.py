@@ -357,3 +357,14 @@ def test_tapes_count_the_bytes_records_keep_alive_on_every_device():
         (x * y).sum()  # mul keeps both operands (2 x 16 bytes); sum keeps only a shape
         (info,) = tk.tapes(x)
         assert (info.records, info.nbytes) == (2, 32), kind
+
+
+@pytest.mark.parametrize("direct", [True, False])
+def test_incomplete_tape_warning_names_the_callers_line(dev, direct):
+    x = dev.tensor([1.0]).trace(tk.ArcTape())
+    y = dev.tensor([2.0]).trace(tk.ArcTape())
+    yy = y * 2.0
+    x + y  # moves yy's record onto x's tape
+    with pytest.warns(tk.IncompleteTapeWarning) as caught:
+        tk.backward([yy.sum()]) if direct else yy.sum().backward()
+    assert caught[0].filename == __file__
