@@ -60,7 +60,7 @@ def _holds_history(outputs: Sequence[Tensor], stores: Iterable[Tape]) -> bool:
     """Whether ``stores`` hold the outputs' whole history, checked in one pass over their records:
     each output's record and each record's parents are on them. (When not, ``coverage`` walks the
     history to say what is missing.)"""
-    records = [rec for store in stores for rec in store.records]
+    records = [rec for store in stores for rec in store._all_records()]
     homes = {id(rec.home) for rec in records}
     for out in outputs:
         if out._record is not None and id(out._record.home) not in homes:

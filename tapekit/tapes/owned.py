@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from ..errors import TapePolicyError
-from .base import Record, SpentTape, Tape, consumed_error, moved_error
+from .base import SpentTape, Tape, consumed_error, moved_error
 
 
 class OwnedTape(Tape):
@@ -22,10 +22,6 @@ class OwnedTape(Tape):
     def __init__(self, grads=None, leaves=None) -> None:
         super().__init__(grads, leaves)
         self._held = False  # set when a tensor takes this tape: it has one owner
-
-    def _record(self, rec: Record) -> None:
-        rec.home = self._ref
-        self._records.append(rec)
 
     def _merge(self, other: Tape, op: str) -> Tape:
         self._absorb(other)

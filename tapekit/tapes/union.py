@@ -5,7 +5,7 @@ from __future__ import annotations
 import weakref
 
 from .arc import SharedTape
-from .base import LOCK, Record, Tape, _by_id
+from .base import LOCK, Record, Tape
 from ..gradients import Gradients
 
 
@@ -79,28 +79,5 @@ class UnionTape(SharedTape):
             records.extend(chunk)
         return records
 
-    @property
-    def records(self) -> tuple[Record, ...]:
-        return tuple(sorted(self._all_records(), key=_by_id))
-
-    def __len__(self) -> int:
-        root = self._store()
-        return len(root._records) + sum(map(len, root._others))
-
-    @property
-    def nbytes(self) -> int:
-        return sum(r.saved_bytes for r in self._all_records()) + self.grads.nbytes
-
-    def _take(self, retain: bool) -> tuple[list[Record], Gradients]:
-        with LOCK:
-            records = self._all_records()
-            root = self._store()
-            grads = root._grads
-            root._grads = Gradients(leaves=grads.leaves if retain else None)
-            if not retain:
-                root._records, root._others = [], []
-        records.sort(key=_by_id)  # timsort: linear in the already-sorted runs the merges linked
-        return records, grads
-
-    def _fresh(self) -> Tape:
-        return UnionTape(leaves=self.leaves)
+    def _drain(self) -> None:
+        self._records, self._others = [], []
