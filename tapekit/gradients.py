@@ -127,28 +127,20 @@ class Gradients:
         """A backward rule wrote the gradient of ``tid`` into its clean buffer."""
         self._clean.discard(tid)
 
-    def _absorb(self, other: "Gradients") -> None:
-        """Take ``other``'s entries (``other`` wins on equal ids) and unite the leaf sets."""
-        self._arrays.update(other._arrays)
-        self._owned.difference_update(other._arrays)
-        self._owned.update(other._owned)
-        self._clean.difference_update(other._arrays)
-        self._clean.update(other._clean)
+    def _absorb(self, other: "Gradients", other_wins: bool = True) -> None:
+        """Take ``other``'s entries and unite the leaf sets; on equal ids ``other``'s entry wins
+        unless ``other_wins`` is false. ``other`` is left empty."""
+        for tid, arr in other._arrays.items():
+            if other_wins or tid not in self._arrays:
+                self._arrays[tid] = arr
+                for flags, theirs in ((self._owned, other._owned), (self._clean, other._clean)):
+                    if tid in theirs:
+                        flags.add(tid)
+                    else:
+                        flags.discard(tid)
         self._why.update(other._why)
         self.leaves = None if self.leaves is None or other.leaves is None else self.leaves | other.leaves
         other._arrays, other._owned, other._clean, other._why = {}, set(), set(), {}
-
-    def _keep_left(self, left: "Gradients") -> None:
-        """Absorb ``left`` into this one with ``self`` (the right side) winning on equal ids."""
-        for tid, arr in left._arrays.items():
-            if tid not in self._arrays:
-                self._arrays[tid] = arr
-                if tid in left._owned:
-                    self._owned.add(tid)
-                if tid in left._clean:
-                    self._clean.add(tid)
-        self.leaves = None if self.leaves is None or left.leaves is None else self.leaves | left.leaves
-        left._arrays, left._owned, left._clean, left._why = {}, set(), set(), {}
 
     # -- explanations -----------------------------------------------------------------------
     def why_missing(self, tid: int) -> str:

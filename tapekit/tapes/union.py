@@ -64,10 +64,7 @@ class UnionTape(SharedTape):
             big._others.append(small._records)
             big._others.extend(small._others)
             small._records, small._others = [], []
-            if small is right:
-                big._grads._absorb(small._grads)
-            else:
-                big._grads._keep_left(small._grads)
+            big._grads._absorb(small._grads, other_wins=small is right)
             if big._label is None:
                 big._label = small._label
             return big
