@@ -8,14 +8,15 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
+from .devices import is_floating
 from .errors import BackwardError, DeviceMismatchError, DTypeError, IncompleteTapeWarning, ShapeError, TapeConsumedError
 from .gradients import Gradients
 from .history import Coverage, coverage
 from .ids import label
 from .ops.core import unbroadcast
-from .tapes.base import Record, Tape, consumed_error, raise_spent
+from .tapes.base import Record, Tape, consumed_error
 from .tapes.merge import check_one_policy, merge_tapes
-from .tensor import Tensor, _is_float
+from .tensor import Tensor
 
 
 def backward(outputs: Any, seeds: Sequence[Any] | None = None, retain: bool = False) -> Gradients:
@@ -146,8 +147,7 @@ def _tape_of(out: Any) -> Tape:
     if tape is None:
         raise BackwardError(f"{out.label} carries no tape, so nothing was recorded for it. Trace an input first: "
                             f"x.trace() (or x.trace(tk.UnionTape())), then compute the output from it.")
-    if tape._spent is not None:
-        raise_spent(tape)
+    tape._live()
     rec = out._record
     if rec is not None and rec.home is None and rec.consumed_by:
         raise consumed_error(f"{out.label}'s tape", rec.consumed_by)
@@ -170,7 +170,7 @@ def _seeds(outputs: list[Any], seeds: Sequence[Any] | None) -> list[Any]:
 def _seed(out: Any, seed: Any) -> Any:
     if not isinstance(out, Tensor):
         raise BackwardError(f"backward takes tensors, got {type(out).__name__}")
-    if not _is_float(out.dtype):
+    if not is_floating(out.dtype):
         raise DTypeError(f"{out.label} has dtype {out.dtype}, which has no gradient; backward needs a floating "
                          f"output computed from traced floating inputs")
     xp = out.device.xp

@@ -31,6 +31,12 @@ def dtype_name(dtype: Any) -> str:
         return str(dtype).rsplit(".", 1)[-1]
 
 
+def is_floating(dtype: Any) -> bool:
+    """Whether ``dtype`` (of any namespace) is a floating dtype, the kind that has gradients."""
+    kind = getattr(dtype, "kind", None)  # numpy and CuPy dtypes say it at once
+    return kind == "f" if kind is not None else dtype_name(dtype).startswith("float")
+
+
 def _itemsize(dtype: Any) -> int:
     itemsize = getattr(dtype, "itemsize", None)
     return itemsize if itemsize is not None else np.dtype(dtype_name(dtype)).itemsize

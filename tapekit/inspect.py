@@ -7,7 +7,7 @@ import html
 from dataclasses import dataclass
 from typing import Any
 
-from .history import Coverage, coverage, home_of, where
+from .history import Coverage, coverage, history, home_of, where
 from .ids import label
 from .tapes.base import Tape
 from .tensor import Tensor
@@ -51,7 +51,6 @@ def tapes(*tensors: Tensor) -> TapeTable:
     """The distinct live tapes behind ``tensors``: those they carry and those holding records of
     their history, in order of first appearance."""
     found: dict[int, Tape] = {}
-    from .history import history
     for t in tensors:
         if t._tape is not None and t._tape._spent is None:
             tape = t._tape._store()

@@ -6,16 +6,18 @@ tensor (same id, same storage) that carries ``tape``; every operator is an op (`
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
+from .devices import dtype_name, is_floating
 from .errors import DTypeError, InvalidArgumentError, TapePolicyError
 from .ids import label, next_id, set_name
+from .tapes import NoneTape, OwnedTape, Tape
 
 if TYPE_CHECKING:
     from .gradients import Gradients
-    from .tapes.base import Record, Tape
+    from .tapes.base import Record
 
 
 class Tensor:
@@ -84,12 +86,11 @@ class Tensor:
         values = np.array2string(self.numpy(), precision=4, separator=", ", threshold=20)
         tape = "no tape" if self._tape is None else repr(self._tape).strip("<>")
         name = f", name={self.name!r}" if self.name else ""
-        return f"Tensor({values}, shape={self.shape}, dtype={_dtype_name(self.dtype)}{name}, {tape})"
+        return f"Tensor({values}, shape={self.shape}, dtype={dtype_name(self.dtype)}{name}, {tape})"
 
     # -- tapes -------------------------------------------------------------------------------
     def trace(self, tape: "Tape | None" = None) -> "Tensor":
         """This tensor on ``tape`` (default: a fresh leaky ``OwnedTape``)."""
-        from .tapes import NoneTape, OwnedTape, Tape
         if tape is None:
             tape = OwnedTape()
         if isinstance(tape, NoneTape):
@@ -99,13 +100,10 @@ class Tensor:
             raise InvalidArgumentError(f"trace takes a tape object, got {made}. Make one first: "
                                        f"x.trace(tk.UnionTape()), x.trace(tk.OwnedTape()), or x.trace() for a fresh "
                                        f"OwnedTape.")
-        if not _is_float(self.dtype):
-            raise DTypeError(f"cannot trace {self.label}: its dtype {_dtype_name(self.dtype)} is not floating, so "
+        if not is_floating(self.dtype):
+            raise DTypeError(f"cannot trace {self.label}: its dtype {dtype_name(self.dtype)} is not floating, so "
                              f"it has no gradient. Make it with dtype='float32' or 'float64'.")
-        if tape._spent is not None:
-            from .tapes.base import raise_spent
-            raise_spent(tape)
-        if tape.moves:
+        if tape._live().moves:
             if getattr(tape, "_held", False):
                 raise TapePolicyError("this OwnedTape already belongs to a tensor: an owned tape has one owner. "
                                       "Trace with a fresh tk.OwnedTape(), or share one with tk.UnionTape().")
@@ -116,10 +114,7 @@ class Tensor:
         """This tensor on a fresh empty tape of the same policy (a second branch from one value)."""
         if self._tape is None:
             return self._handle(None)
-        if self._tape._spent is not None:
-            from .tapes.base import raise_spent
-            raise_spent(self._tape)
-        fresh = self._tape._fresh()
+        fresh = self._tape._live()._fresh()
         if fresh.moves:
             fresh._held = True
         return self._handle(fresh)
@@ -128,10 +123,7 @@ class Tensor:
         """Another handle to this tensor sharing its tape (an error for an OwnedTape)."""
         if self._tape is None:
             return self._handle(None)
-        if self._tape._spent is not None:
-            from .tapes.base import raise_spent
-            raise_spent(self._tape)
-        return self._handle(self._tape._shared())
+        return self._handle(self._tape._live()._shared())
 
     def detach(self) -> "Tensor":
         """This tensor with no tape: ops on it record nothing."""
@@ -313,20 +305,6 @@ class Tensor:
     def argmax(self, axis: int | None = None) -> "Tensor":
         """Indices of the maxima (no gradient)."""
         return Tensor(self.device.count(self.device.xp.argmax(self.data, axis=axis)), self.device)
-
-
-def _dtype_name(dtype: Any) -> str:
-    from .devices import dtype_name
-    return dtype_name(dtype)
-
-
-def _is_float(dtype: Any) -> bool:
-    kind = getattr(dtype, "kind", None)  # numpy and CuPy dtypes say it at once
-    return kind == "f" if kind is not None else _dtype_name(dtype).startswith("float")
-
-
-def tensors_of(items: Iterable[Any]) -> list[Tensor]:
-    return [t for t in items if isinstance(t, Tensor)]
 
 
 from . import ops  # noqa: E402  (ops need Tensor defined first)

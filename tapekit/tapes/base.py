@@ -97,6 +97,12 @@ class Tape:
         self._born = next(_births)
 
     # -- the interface the ops and backward use ----------------------------------------------
+    def _live(self) -> "Tape":
+        """This tape, or the error it stands for once it was moved away or consumed."""
+        if self._spent is not None:
+            raise_spent(self)
+        return self
+
     def _store(self) -> "Tape":
         """The object that holds the records (itself, except for merged UnionTapes)."""
         return self

@@ -6,7 +6,7 @@ from typing import Any, Sequence
 
 from ..errors import TapePolicyError
 from ..ids import label
-from .base import Tape, raise_spent
+from .base import Tape
 from .global_ import GlobalTape, _active, active_global
 
 
@@ -27,9 +27,7 @@ def operand_tapes(inputs: Sequence[Any], op: str) -> Sequence[Tape]:
         return _checked_tapes(inputs, op)
     if tape is None:
         return ()
-    if tape._spent is not None:
-        raise_spent(tape)
-    return (tape,)
+    return (tape._live(),)
 
 
 def _checked_tapes(inputs: Sequence[Any], op: str) -> list[Tape]:
@@ -38,9 +36,7 @@ def _checked_tapes(inputs: Sequence[Any], op: str) -> list[Tape]:
     for t in inputs:
         tape = getattr(t, "_tape", None)
         if tape is not None:
-            if tape._spent is not None:
-                raise_spent(tape)
-            tapes.append(tape)
+            tapes.append(tape._live())
             holders.append(t)
     active = active_global()
     if active is not None:
