@@ -13,8 +13,7 @@ import numpy as np
 
 from ..devices import Device, dtype_name
 from ..errors import DTypeError, InvalidArgumentError
-from ..tapes.base import SpentTape, moved_into
-from ..tapes.merge import merge_tapes, operand_tapes
+from ..ops.core import emit
 from ..ops.shape import device_array, is_integer
 from ..tensor import Tensor
 from .module import Module, branch, device_or_default
@@ -125,15 +124,12 @@ class Constant(Module):
     def __init__(self, shape: int | Sequence[int], device: Device | None = None, dtype: Any = None) -> None:
         self.value = device_or_default(device).zeros(shape, dtype=dtype)
 
-    def forward(self, x: Tensor) -> Tensor:
-        value, moved = self.value, getattr(x, "tape", None)
-        if moved is not None:
-            value = value._handle(merge_tapes(operand_tapes((value, x), "Constant"), "Constant"))
-        out = value.broadcast_to(value.shape)
-        if moved is not None and moved.moves:
-            rec = out._record
-            x._tape = SpentTape(moved_into, x.id, rec.id, rec.name, out.id)
-        return out
+    def forward(self, x: Any) -> Tensor:
+        value, xp = self.value, self.value.device.xp
+        # one op whose operands are the parameter and the input: its output takes their merged tape
+        # like any op's, and the input's gradient is zero since its values are ignored
+        return emit("broadcast_to", xp.broadcast_to(value.data, value.shape), (value, x),
+                    (lambda g: g, lambda g: xp.zeros_like(x.data)), value.device)
 
     def extra_repr(self) -> str:
         return f"shape={self.value.shape}"
