@@ -14,11 +14,12 @@ from ..errors import TapekitError
 from ..gradients import Gradients
 from ..ids import set_name
 from ..tensor import Tensor
-from .replay import POLICIES, Moment, Replay
+from .replay import Moment
+from .stepper import ReplayWidget
 from .views import View, code_html, figure_html, figure_of, pre
 
 
-class TapeExplorer:
+class TapeExplorer(ReplayWidget):
     """A program replayed step by step: ``step`` (slider) and ``policy`` (dropdown) redraw the DAG
     (``picture``) and the partition plot (``plot``) and show the line of code just run (``code``);
     ``output`` and ``backward_button`` run backward on one output of the current step (on a fresh
@@ -30,9 +31,7 @@ class TapeExplorer:
 
     def __init__(self, program: Callable[[Callable[[], Any]], Any], policy: str = "arc",
                  step: int | None = None) -> None:
-        self.program = program
-        self.policy = w.Dropdown(options=POLICIES, value=policy, description="policy")
-        self.step = w.IntSlider(min=1, max=1, value=1, description="step", continuous_update=False)
+        super().__init__(program, policy)
         self.output = w.Dropdown(options=[], description="output")
         self.backward_button = w.Button(description="Backward", icon="play",
                                         tooltip="run backward on the chosen output (seeded with ones)")
@@ -43,27 +42,8 @@ class TapeExplorer:
         self.widget = w.VBox([w.HBox([self.policy, self.step]), self.code,
                               w.HBox([self.picture, self.plot], layout=w.Layout(align_items="flex-start")),
                               w.HBox([self.output, self.backward_button]), self.report])
-        self._load(step)
-        self.policy.observe(lambda _: self._load(self.step.value), "value")
-        self.step.observe(lambda _: self.redraw(), "value")
+        self._start(step)
         self.backward_button.on_click(lambda _: self.run_backward())
-
-    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        return self.widget._repr_mimebundle_(**kwargs)
-
-    def __repr__(self) -> str:
-        return (f"TapeExplorer({getattr(self.program, '__name__', 'program')}, policy={self.policy.value!r}, "
-                f"step={self.step.value} of {self.step.max})")
-
-    def _load(self, step: int | None) -> None:
-        """Replay the program under the chosen policy and show ``step`` (default: the last; a step
-        past the end of this policy's run, which may stop early on an error, shows its last)."""
-        self.replay = Replay(self.program, self.policy.value)
-        last = max(self.replay.steps, 1)
-        with self.step.hold_trait_notifications():
-            self.step.max = last
-            self.step.value = last if step is None else min(max(step, 1), last)
-        self.redraw()
 
     def redraw(self) -> None:
         """Show the current step: its line, DAG and partition; forget the last backward."""

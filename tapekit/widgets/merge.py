@@ -8,11 +8,12 @@ from typing import Any, Callable
 
 import ipywidgets as w
 
-from .replay import POLICIES, Moment, Replay
+from .replay import Moment
+from .stepper import ReplayWidget
 from .views import View, code_html, figure_html, figure_of
 
 
-class MergeViewer:
+class MergeViewer(ReplayWidget):
     """Before and after a merge, side by side: ``before_picture`` and ``after_picture`` (DAGs in
     the same colours) and ``plot`` (the partition of both moments). The merge step is the first
     step running an op on tensors of the program's variables that held two different tapes under
@@ -20,11 +21,11 @@ class MergeViewer:
     ``after_dot``, ``figure``, ``line``, ``note``.
     """
 
+    step_description = "after step"
+
     def __init__(self, program: Callable[[Callable[[], Any]], Any], policy: str = "arc",
                  step: int | None = None) -> None:
-        self.program = program
-        self.policy = w.Dropdown(options=POLICIES, value=policy, description="policy")
-        self.step = w.IntSlider(min=1, max=1, value=1, description="after step", continuous_update=False)
+        super().__init__(program, policy)
         self.code, self.before_picture, self.after_picture, self.plot = w.HTML(), w.HTML(), w.HTML(), w.HTML()
         self.before_svg = self.after_svg = self.before_dot = self.after_dot = self.line = self.note = ""
         self.figure = None
@@ -33,26 +34,14 @@ class MergeViewer:
                               w.HBox([w.VBox([w.HTML("<b>before</b>"), self.before_picture], layout=column),
                                       w.VBox([w.HTML("<b>after</b>"), self.after_picture], layout=column)]),
                               self.plot])
-        self._load(step)
-        self.policy.observe(lambda _: self._load(None), "value")
-        self.step.observe(lambda _: self.redraw(), "value")
+        self._start(step)
 
-    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        return self.widget._repr_mimebundle_(**kwargs)
+    def _default_step(self, last: int) -> int:
+        """The first merge, else the last step."""
+        return self.replay.merges[0] if self.replay.merges else last
 
-    def __repr__(self) -> str:
-        return (f"MergeViewer({getattr(self.program, '__name__', 'program')}, policy={self.policy.value!r}, "
-                f"step={self.step.value})")
-
-    def _load(self, step: int | None) -> None:
-        """Replay under the chosen policy; show ``step`` (default: the first merge, else the last step)."""
-        self.replay = Replay(self.program, self.policy.value)
-        last = max(self.replay.steps, 1)
-        default = self.replay.merges[0] if self.replay.merges else last
-        with self.step.hold_trait_notifications():
-            self.step.max = last
-            self.step.value = default if step is None else min(max(step, 1), last)
-        self.redraw()
+    def _step_after_policy_change(self) -> int | None:
+        return None  # the merge moves with the policy
 
     def redraw(self) -> None:
         """One fresh run, frozen just before and just after the chosen step."""
