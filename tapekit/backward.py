@@ -12,7 +12,6 @@ from .devices import is_floating
 from .errors import BackwardError, DeviceMismatchError, DTypeError, IncompleteTapeWarning, ShapeError, TapeConsumedError
 from .gradients import Gradients
 from .history import Coverage, coverage
-from .ids import label
 from .ops.core import unbroadcast
 from .tapes.base import Record, Tape, consumed_error
 from .tapes.merge import check_one_policy, merge_tapes

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
 from hypothesis.extra.numpy import array_shapes, mutually_broadcastable_shapes
 
 import tapekit as tk

@@ -8,7 +8,7 @@ import warnings
 import numpy as np
 import pytest
 from hypothesis import settings, strategies as st
-from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invariant, precondition, rule
+from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invariant, rule
 
 import tapekit as tk
 

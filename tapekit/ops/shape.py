@@ -11,7 +11,7 @@ from ..devices import dtype_name
 from ..errors import DeviceMismatchError, DTypeError, IndexingError, ShapeError
 from ..ids import label
 from ..tensor import Tensor
-from .core import broadcast_shape, check_devices, emit, normalize_axes, unary, unbroadcast
+from .core import broadcast_shape, check_devices, emit, normalize_axes, unary
 
 
 def _target_shape(old: tuple[int, ...], new: Sequence[int]) -> tuple[int, ...]:
