@@ -29,20 +29,20 @@ def backward(outputs: Any, seeds: Sequence[Any] | None = None, retain: bool = Fa
     seeds = _seeds(outputs, seeds)
     tapes = [_tape_of(out) for out in outputs]
     check_one_policy(outputs, tapes, "tk.backward")
-    by = "the backward on " + ", ".join(out.label for out in outputs)
+    names = ", ".join(out.label for out in outputs)
     stores = {tape._store() for tape in tapes}
     cov = Coverage([]) if _holds_history(outputs, stores) else coverage(outputs, stores)
     if not cov.complete:
         if not tapes[0].allows_partial:
-            raise TapeConsumedError(cov.summary(", ".join(out.label for out in outputs)))
-        warnings.warn(cov.summary(", ".join(out.label for out in outputs)), IncompleteTapeWarning,
-                      stacklevel=_caller_level())
+            raise TapeConsumedError(cov.summary(names))
+        warnings.warn(cov.summary(names), IncompleteTapeWarning, stacklevel=_caller_level())
     tape = merge_tapes(tapes, "backward")
     records, grads = tape._take(retain)
     grads._why.update(cov.missed)
     grads._ran = tape._store()._ref
     _run(records, grads, outputs, seeds)
     if not retain:
+        by = f"the backward on {names}"
         _release(records, by)
         tape._after_backward(outputs, by)
     return grads.drop_non_leaves()

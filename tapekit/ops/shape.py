@@ -107,21 +107,18 @@ def where(condition: Any, a: Any, b: Any) -> Tensor:
         raise TypeError("where needs at least one tensor among its two value operands")
     device = tensors[0].device
     xp = device.xp
-    cond = condition.data if isinstance(condition, Tensor) else device.from_numpy(np.asarray(condition))
-    if isinstance(condition, Tensor):
-        check_devices([condition, *tensors], "where")
     check_devices(tensors, "where")
-    if str(cond.dtype).rsplit(".", 1)[-1] != "bool":
-        raise DTypeError(f"where: the condition must be boolean, got {cond.dtype}; compare first (t > 0)")
-    shapes = [cond.shape] + [t.shape for t in tensors]
-    target = shapes[0]
-    for s in shapes[1:]:
-        target = broadcast_shape(target, s, "where")
-    x = a.data if isinstance(a, Tensor) else a
-    y = b.data if isinstance(b, Tensor) else b
-    dtype = tensors[0].dtype
-    x = x if isinstance(a, Tensor) else xp.full(target, x, dtype=dtype, **device._placement())
-    y = y if isinstance(b, Tensor) else xp.full(target, y, dtype=dtype, **device._placement())
+    cond = device_array(condition, device, "where: the condition")
+    if dtype_name(cond.dtype) != "bool":
+        raise DTypeError(f"where: the condition must be boolean, got {dtype_name(cond.dtype)}; compare first (t > 0)")
+    target = cond.shape
+    for t in tensors:
+        target = broadcast_shape(target, t.shape, "where")
+
+    def values(v: Any) -> Any:
+        return v.data if isinstance(v, Tensor) else xp.full(target, v, dtype=tensors[0].dtype, **device._placement())
+
+    x, y = values(a), values(b)
     out = xp.where(cond, x, y)
     return emit("where", out, (a, b), (lambda g: xp.where(cond, g, xp.zeros_like(g)),
                                        lambda g: xp.where(cond, xp.zeros_like(g), g)), device)
