@@ -26,7 +26,7 @@ class Optimizer:
             raise InvalidArgumentError(f"an optimizer takes the model to train, got a {type(model).__name__}")
         self.lr = _check(lr, "lr", lambda v: v > 0, "a positive number")
         self.weight_decay = _check(weight_decay, "weight_decay", lambda v: v >= 0, "a number, 0 or more")
-        self._state = {p.id: self._init_state(p) for p in model.parameters()}
+        self._state: dict[int, dict[str, Any]] = {}  # per parameter id, made at its first update
 
     def update(self, model: Module, grads: Gradients) -> None:
         """One step for every parameter of ``model`` that has an entry in ``grads``."""
