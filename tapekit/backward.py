@@ -11,7 +11,7 @@ import numpy as np
 from .devices import is_floating
 from .errors import BackwardError, DeviceMismatchError, DTypeError, IncompleteTapeWarning, ShapeError, TapeConsumedError
 from .gradients import Gradients
-from .history import Coverage, coverage
+from .history import Coverage, coverage, home_of
 from .ops.core import unbroadcast
 from .tapes.base import Record, Tape, consumed_error
 from .tapes.merge import check_one_policy, merge_tapes
@@ -40,10 +40,9 @@ def backward(outputs: Any, seeds: Sequence[Any] | None = None, retain: bool = Fa
     records, grads = tape._take(retain)
     grads._why.update(cov.missed)
     grads._ran = tape._store()._ref
-    _run(records, grads, outputs, seeds)
+    by = None if retain else f"the backward on {names}"
+    _run(records, grads, outputs, seeds, by)
     if not retain:
-        by = f"the backward on {names}"
-        _release(records, by)
         tape._after_backward(outputs, by)
     return grads.drop_non_leaves()
 
@@ -57,43 +56,45 @@ def _caller_level() -> int:
 
 
 def _holds_history(outputs: Sequence[Tensor], stores: Iterable[Tape]) -> bool:
-    """Whether ``stores`` hold the outputs' whole history, checked in one pass over their records:
-    each output's record and each record's parents are on them. (When not, ``coverage`` walks the
-    history to say what is missing.)"""
-    records = [rec for store in stores for rec in store._all_records()]
-    homes = {id(rec.home) for rec in records}
+    """Whether ``stores`` hold the outputs' whole history: each output's record is on them, and so
+    is every parent that lived on another tape when a record of theirs was made (a record's other
+    parents share its tape for good: tapes only merge whole and drain whole). When not,
+    ``coverage`` walks the history to say what is missing."""
+    stores = set(stores)
     for out in outputs:
-        if out._record is not None and id(out._record.home) not in homes:
+        if out._record is not None and home_of(out._record) not in stores:
             return False
-    for rec in records:
-        for parent in rec.parents:
-            if parent is not None and id(parent.home) not in homes:
-                return False
-    return True
+    return all(home_of(parent) in stores for store in stores for parent in store._foreign)
 
 
-def _run(records: list[Record], grads: Gradients, outputs: Sequence[Tensor], seeds: Sequence[Any]) -> None:
+def _run(records: list[Record], grads: Gradients, outputs: Sequence[Tensor], seeds: Sequence[Any],
+         by: str | None) -> None:
     """Run the records newest-first, each rule mapping its output's gradient to an operand's.
 
     With a leaf set, work whose result the end of backward would drop is skipped: an operand that
     no recorded op made and that is not a leaf (an input batch, a constant) gets no gradient, and
-    an output's entry is let go as soon as the record that made it has run.
+    an output's entry is let go as soon as the record that made it has run. ``by`` (the backward's
+    name; ``None`` to retain) marks each record consumed once it ran, freeing what it saved.
     """
     device = outputs[0].device
     xp, count, arrays, accumulate = device.xp, device.count, grads._arrays, grads.accumulate
-    owned = grads._owned
+    get, owned = arrays.get, grads._owned
     clean = grads._clean if device.takes_out else ()  # ids of zeroed buffers a rule may write into
     leaves = grads.leaves
     for out, seed in zip(outputs, seeds):
         accumulate(out.id, seed, device)
     for rec in reversed(records):
-        g = arrays.get(rec.out)
+        rules = rec.rules
+        if by is not None:
+            rec.rules = rec.home = None
+            rec.consumed_by = by
+        g = get(rec.out)
         if g is None:  # not on the way to an output: its operands still get (zero) entries
             for tid, shape in zip(rec.inputs, rec.shapes):
                 if tid is not None and tid not in arrays and (leaves is None or tid in leaves):
                     arrays[tid] = count(xp.zeros(shape, dtype=rec.dtype, **device._placement()))
             continue
-        for tid, shape, rule, parent in zip(rec.inputs, rec.shapes, rec.rules, rec.parents):
+        for tid, shape, rule, parent in zip(rec.inputs, rec.shapes, rules, rec.parents):
             if rule is None or (parent is None and leaves is not None and tid not in leaves):
                 continue
             if tid in clean:
@@ -104,12 +105,12 @@ def _run(records: list[Record], grads: Gradients, outputs: Sequence[Tensor], see
                 gi = unbroadcast(xp, gi, shape)
             if gi is not g:
                 count(gi)
-            if tid in arrays:
-                accumulate(tid, gi, device)
-            else:
+            if get(tid) is None:
                 arrays[tid] = gi
+            else:
+                accumulate(tid, gi, device)
         if leaves is not None and rec.out not in leaves:  # used, and no leaf: let it go now
-            arrays.pop(rec.out, None)
+            del arrays[rec.out]
             if rec.out in owned:
                 grads._disown(rec.out)
 
@@ -129,14 +130,6 @@ def _write_into_buffer(grads: Gradients, tid: int, rule: Callable, g: Any, shape
             return
         unbroadcast(device.xp, gi, shape, out=buf)
     grads.filled(tid)
-
-
-def _release(records: list[Record], by: str) -> None:
-    """Free the arrays the records saved and mark them consumed."""
-    for rec in records:
-        rec.rules = None
-        rec.home = None
-        rec.consumed_by = by
 
 
 def _tape_of(out: Any) -> Tape:

@@ -82,7 +82,7 @@ class Tape:
     policy = "tape"
     moves = False  # True when an op takes its operands' tapes away from them (OwnedTape)
     allows_partial = False  # True: a backward that cannot see all its history warns instead of raising
-    __slots__ = ("_records", "_grads", "_label", "_ref", "_spent", "_born", "__weakref__")
+    __slots__ = ("_records", "_foreign", "_grads", "_label", "_ref", "_spent", "_born", "__weakref__")
 
     def __init__(self, grads: Gradients | None = None, leaves: Iterable[Any] | None = None) -> None:
         if grads is None:
@@ -90,6 +90,7 @@ class Tape:
         elif leaves is not None:
             grads.leaves = Gradients(leaves=leaves).leaves
         self._records: list[Record] = []
+        self._foreign: list[Record] = []  # parents of this tape's records that lived elsewhere when recorded
         self._grads = grads
         self._label: str | None = None
         self._ref = weakref.ref(self)
@@ -108,8 +109,11 @@ class Tape:
         return self
 
     def _record(self, rec: Record) -> None:
-        rec.home = self._ref
+        home = rec.home = self._ref
         self._records.append(rec)
+        for parent in rec.parents:
+            if parent is not None and parent.home is not home:
+                self._foreign.append(parent)
 
     def _merge(self, other: "Tape", op: str) -> "Tape":
         """The tape of an op's output when this tape (left) meets ``other`` (right)."""
@@ -141,7 +145,7 @@ class Tape:
 
     def _drain(self) -> None:
         """Let go of every record (called on the store)."""
-        self._records = []
+        self._records, self._foreign = [], []
 
     def _after_backward(self, outputs: Sequence[Any], by: str) -> None:
         """Leave the tape as the policy says after a backward without ``retain``."""
@@ -153,7 +157,8 @@ class Tape:
             for rec in other._records:
                 rec.home = ref
             self._records.extend(other._records)
-            other._records = []
+            self._foreign.extend(other._foreign)
+            other._records, other._foreign = [], []
         self._grads._absorb(other._grads)
 
     # -- inspection ---------------------------------------------------------------------------

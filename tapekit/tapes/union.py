@@ -63,7 +63,8 @@ class UnionTape(SharedTape):
             big._size += small._size
             big._others.append(small._records)
             big._others.extend(small._others)
-            small._records, small._others = [], []
+            big._foreign.extend(small._foreign)
+            small._records, small._others, small._foreign = [], [], []
             big._grads._absorb(small._grads, other_wins=small is right)
             if big._label is None:
                 big._label = small._label
@@ -77,4 +78,4 @@ class UnionTape(SharedTape):
         return records
 
     def _drain(self) -> None:
-        self._records, self._others = [], []
+        self._records, self._others, self._foreign = [], [], []
