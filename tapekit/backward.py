@@ -84,9 +84,9 @@ def _run(records: list[Record], grads: Gradients, outputs: Sequence[Tensor], see
     for out, seed in zip(outputs, seeds):
         accumulate(out.id, seed, device)
     for rec in reversed(records):
-        rules = rec.rules
+        rules, saved = rec.rules, rec.saved
         if by is not None:
-            rec.rules = rec.home = None
+            rec.rules = rec.saved = rec.home = None
             rec.consumed_by = by
         g = get(rec.out)
         if g is None:  # not on the way to an output: its operands still get (zero) entries
@@ -98,9 +98,9 @@ def _run(records: list[Record], grads: Gradients, outputs: Sequence[Tensor], see
             if rule is None or (parent is None and leaves is not None and tid not in leaves):
                 continue
             if tid in clean:
-                _write_into_buffer(grads, tid, rule, g, shape, device)
+                _write_into_buffer(grads, tid, rule, g, saved, shape, device)
                 continue
-            gi = rule(g)
+            gi = rule(g, *saved)
             if gi.shape != shape:
                 gi = unbroadcast(xp, gi, shape)
             if gi is not g:
@@ -115,14 +115,15 @@ def _run(records: list[Record], grads: Gradients, outputs: Sequence[Tensor], see
                 grads._disown(rec.out)
 
 
-def _write_into_buffer(grads: Gradients, tid: int, rule: Callable, g: Any, shape: tuple, device: Any) -> None:
+def _write_into_buffer(grads: Gradients, tid: int, rule: Callable, g: Any, saved: tuple, shape: tuple,
+                       device: Any) -> None:
     """The gradient of operand ``tid``, whose entry is a zeroed preallocated buffer: a rule that
     can write into it does, an un-broadcast sums into it; otherwise the gradient is added to it."""
     buf = grads._arrays[tid]
     if getattr(rule, "fills", False):
-        rule(g, out=buf)
+        rule(g, *saved, out=buf)
     else:
-        gi = rule(g)
+        gi = rule(g, *saved)
         if gi is not g:
             device.count(gi)
         if gi.shape == shape:

@@ -165,7 +165,7 @@ def test_float32_is_the_default(dev):
 
 def test_check_grads_reports_the_worst_mismatch(cpu):
     def wrong(t):  # a correct forward with a deliberately wrong derivative
-        return tk.ops.core.emit("wrong", t.data ** 2, (t,), (lambda g: g * 3.0,), t.device).sum()
+        return tk.ops.core.emit("wrong", t.data ** 2, (t,), (lambda g: g * 3.0,), (), t.device).sum()
 
     report = tk.check_grads(wrong, cpu.tensor([1.0, 2.0], dtype="float64"), raise_on_failure=False)
     assert not report.ok and report.index == (1,)

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..devices import Device, dtype_name
 from ..errors import DTypeError, InvalidArgumentError
-from ..ops.core import emit
+from ..ops.core import emit, same
 from ..ops.shape import device_array, is_integer
 from ..tensor import Tensor
 from .module import Module, branch, device_or_default
@@ -113,6 +113,10 @@ class Dropout(Module):
         return f"p={self.p}"
 
 
+def _zeros_like(g: Any, xp: Any, x: Any) -> Any:
+    return xp.zeros_like(x)
+
+
 class Constant(Module):
     """A learned constant: the output is the parameter ``value`` (zeros of ``shape`` at first),
     whatever the input holds.
@@ -129,7 +133,7 @@ class Constant(Module):
         # one op whose operands are the parameter and the input: its output takes their merged tape
         # like any op's, and the input's gradient is zero since its values are ignored
         return emit("broadcast_to", xp.broadcast_to(value.data, value.shape), (value, x),
-                    (lambda g: g, lambda g: xp.zeros_like(x.data)), value.device)
+                    (same, _zeros_like), (xp, x.data), value.device)
 
     def extra_repr(self) -> str:
         return f"shape={self.value.shape}"

@@ -4,58 +4,52 @@ from __future__ import annotations
 
 from typing import Any
 
-from .core import binary
-
-
-def _same(g: Any) -> Any:
-    return g
+from .core import binary, same, where_false, where_true
 
 
 def _neg(g: Any) -> Any:
     return -g
 
 
-@binary
+@binary(same, same)
 def add(xp, x, y):
-    return x + y, (_same, _same)
+    return x + y, ()
 
 
-@binary
+@binary(same, _neg)
 def sub(xp, x, y):
-    return x - y, (_same, _neg)
+    return x - y, ()
 
 
-@binary
+@binary(lambda g, x, y: g * y, lambda g, x, y: g * x)
 def mul(xp, x, y):
-    return x * y, (lambda g: g * y, lambda g: g * x)
+    return x * y, (x, y)
 
 
-@binary
+@binary(lambda g, x, y: g / y, lambda g, x, y: -g * x / (y * y))
 def div(xp, x, y):
-    return x / y, (lambda g: g / y, lambda g: -g * x / (y * y))
+    return x / y, (x, y)
 
 
-@binary
+def _d_exponent(g, xp, x, y, out):
+    base = x if hasattr(x, "shape") else xp.full_like(out, float(x))
+    return g * out * xp.log(xp.where(base > 0, base, xp.ones_like(base)))
+
+
+@binary(lambda g, xp, x, y, out: g * y * x ** (y - 1), _d_exponent)
 def pow(xp, x, y):
     """``x ** y`` with a tensor exponent (``Tensor.__pow__`` uses ``power`` for a number)."""
     out = x ** y
-
-    def d_exponent(g):
-        base = x if hasattr(x, "shape") else xp.full_like(out, float(x))
-        return g * out * xp.log(xp.where(base > 0, base, xp.ones_like(base)))
-
-    return out, (lambda g: g * y * x ** (y - 1), d_exponent)
+    return out, (xp, x, y, out)
 
 
-@binary
+@binary(where_true, where_false)
 def maximum(xp, x, y):
     """Elementwise maximum; at ties the gradient goes to ``x``."""
-    pick = x >= y
-    return xp.maximum(x, y), (lambda g: xp.where(pick, g, xp.zeros_like(g)), lambda g: xp.where(pick, xp.zeros_like(g), g))
+    return xp.maximum(x, y), (xp, x >= y)
 
 
-@binary
+@binary(where_true, where_false)
 def minimum(xp, x, y):
     """Elementwise minimum; at ties the gradient goes to ``x``."""
-    pick = x <= y
-    return xp.minimum(x, y), (lambda g: xp.where(pick, g, xp.zeros_like(g)), lambda g: xp.where(pick, xp.zeros_like(g), g))
+    return xp.minimum(x, y), (xp, x <= y)

@@ -1,9 +1,11 @@
 """How an op becomes a tape record: operand checks, un-broadcasting, and ``emit``.
 
-An op is written as one short function that returns its output and, beside it, its backward
-rules (one per operand, mapping the output's gradient to that operand's). The decorators here
-turn such a function into an op on tensors: they check operands, compute, and hand the result
-to ``emit``, which records it on the merged tape of the operands.
+An op is one short forward function with its backward rules beside it, one per operand. The
+forward returns its output and what the rules need (``saved``); ``rule(g, *saved)`` maps the
+output's gradient ``g`` to its operand's. The decorators here turn such a function into an op on
+tensors: they check operands, compute, and hand the result to ``emit``, which records it on the
+merged tape of the operands. Rules are plain functions made once, not closures made at every
+call, so a record costs one object beside the arrays it saves.
 """
 
 from __future__ import annotations
@@ -16,49 +18,46 @@ import numpy as np
 
 from ..errors import AxisError, DeviceMismatchError, ShapeError
 from ..ids import label, next_id
-from ..tapes.base import Record, SpentTape, moved_into
+from ..tapes.base import MovedTape, Record
 from ..tapes.merge import merge_tapes, operand_tapes
 from ..tensor import Tensor
 
 
-def emit(name: str, out: Any, inputs: Sequence[Any], rules: Sequence[Callable | None], device: Any) -> Tensor:
+def emit(name: str, out: Any, inputs: Sequence[Any], rules: Sequence[Callable], saved: tuple, device: Any) -> Tensor:
     """Wrap ``out`` in a tensor and, when an operand carries a tape (or a GlobalTape block is
-    active), record the op on the operands' merged tape."""
+    active), record the op on the operands' merged tape: ``rules[i](g, *saved)`` is operand ``i``'s
+    gradient."""
     if type(out) is not np.ndarray and isinstance(out, np.generic):
         out = np.asarray(out)
-    tapes = operand_tapes(inputs, name)
     device.count(out)
+    tapes = operand_tapes(inputs, name)
     if not tapes:
         return Tensor(out, device)
     rid = next_id()
     tape = tapes[0] if len(tapes) == 1 else merge_tapes(tapes, f"#{rid} {name}")
     result = Tensor(out, device, tape)
-    ids, shapes, parents, rules = _operands(inputs, rules)
-    rec = Record(rid, name, ids, shapes, result.id, out.shape, out.dtype, rules, parents)
+    out_shape = out.shape
+    if len(inputs) == 1:  # the common cases take the short way
+        (a,) = inputs
+        rec = Record(rid, name, (a.id,), (a.data.shape,), result.id, out_shape, out.dtype, rules, saved,
+                     (a._record,))
+    elif len(inputs) == 2 and type(inputs[0]) is Tensor and type(inputs[1]) is Tensor:
+        a, b = inputs
+        rec = Record(rid, name, (a.id, b.id), (a.data.shape, b.data.shape), result.id, out_shape,
+                     out.dtype, rules, saved, (a._record, b._record))
+    else:
+        tensors = [t if isinstance(t, Tensor) else None for t in inputs]
+        rec = Record(rid, name, tuple(None if t is None else t.id for t in tensors),
+                     tuple(() if t is None else t.data.shape for t in tensors), result.id, out_shape,
+                     out.dtype, tuple(None if t is None else rule for t, rule in zip(tensors, rules)), saved,
+                     tuple(None if t is None else t._record for t in tensors))
     tape._record(rec)
     result._record = rec
     if tape.moves:
         for t in inputs:
-            if isinstance(t, Tensor) and t._tape is not None:
-                t._tape = SpentTape(moved_into, t.id, rid, name, result.id)
+            if type(t) is Tensor and t._tape is not None:
+                t._tape = MovedTape(t.id, rec)
     return result
-
-
-def _operands(inputs: Sequence[Any], rules: Sequence[Callable | None]) -> tuple[tuple, tuple, tuple, tuple]:
-    """Ids, shapes, producing records and rules of an op's operands (for a number: None, (), None,
-    None). One or two tensors, the common case, take the short way."""
-    if len(inputs) == 1:
-        (a,) = inputs
-        return (a.id,), (a.data.shape,), (a._record,), tuple(rules)
-    if len(inputs) == 2:
-        a, b = inputs
-        if isinstance(a, Tensor) and isinstance(b, Tensor):
-            return (a.id, b.id), (a.data.shape, b.data.shape), (a._record, b._record), tuple(rules)
-    tensors = [isinstance(t, Tensor) for t in inputs]
-    return (tuple(t.id if is_t else None for t, is_t in zip(inputs, tensors)),
-            tuple(t.data.shape if is_t else () for t, is_t in zip(inputs, tensors)),
-            tuple(t._record if is_t else None for t, is_t in zip(inputs, tensors)),
-            tuple(rule if is_t else None for rule, is_t in zip(rules, tensors)))
 
 
 def unbroadcast(xp: Any, grad: Any, shape: tuple[int, ...], out: Any = None) -> Any:
@@ -77,10 +76,25 @@ def unbroadcast(xp: Any, grad: Any, shape: tuple[int, ...], out: Any = None) -> 
 
 
 def fills(rule: Callable) -> Callable:
-    """Mark a backward rule that can write its gradient into a zeroed buffer: ``rule(g, out=buf)``.
-    The engine passes ``out`` only on devices whose namespace takes it (numpy, CuPy)."""
+    """Mark a backward rule that can write its gradient into a zeroed buffer: ``rule(g, *saved,
+    out=buf)``. The engine passes ``out`` only on devices whose namespace takes it (numpy, CuPy)."""
     rule.fills = True
     return rule
+
+
+def same(g: Any, *saved: Any) -> Any:
+    """The rule of an operand that passes the gradient through unchanged."""
+    return g
+
+
+def where_true(g: Any, xp: Any, mask: Any) -> Any:
+    """The rule of an operand whose gradient passes where ``mask`` holds."""
+    return xp.where(mask, g, xp.zeros_like(g))
+
+
+def where_false(g: Any, xp: Any, mask: Any) -> Any:
+    """The rule of an operand whose gradient passes where ``mask`` does not hold."""
+    return xp.where(mask, xp.zeros_like(g), g)
 
 
 def broadcast_shape(a: tuple[int, ...], b: tuple[int, ...], op: str) -> tuple[int, ...]:
@@ -130,42 +144,53 @@ def normalize_axes(axis: Any, ndim: int, op: str) -> tuple[int, ...] | None:
     return tuple(sorted(out))
 
 
-def binary(fn: Callable) -> Callable[[Any, Any], Tensor]:
-    """An op of two operands from ``fn(xp, x, y) -> (out, (rule_x, rule_y))``. Either operand may
-    be a Python number; shapes broadcast as in numpy."""
-    name = fn.__name__
+def binary(rule_x: Callable, rule_y: Callable) -> Callable[[Callable], Callable[[Any, Any], Tensor]]:
+    """An op of two operands from ``fn(xp, x, y) -> (out, saved)`` and the rules of ``x`` and
+    ``y``, each ``rule(g, *saved)``. Either operand may be a Python number; shapes broadcast as in
+    numpy."""
+    rules = (rule_x, rule_y)
 
-    @functools.wraps(fn)
-    def op(a: Any, b: Any) -> Tensor:
-        if isinstance(a, Tensor):
-            device = a.device
-            x = a.data
-            if isinstance(b, Tensor):
-                y = b.data
-                if b.device is not device:
-                    check_devices((a, b), name)
-                if x.shape != y.shape:
-                    broadcast_shape(x.shape, y.shape, name)
+    def decorate(fn: Callable) -> Callable[[Any, Any], Tensor]:
+        name = fn.__name__
+
+        @functools.wraps(fn)
+        def op(a: Any, b: Any) -> Tensor:
+            if isinstance(a, Tensor):
+                device = a.device
+                x = a.data
+                if isinstance(b, Tensor):
+                    y = b.data
+                    if b.device is not device:
+                        check_devices((a, b), name)
+                    if x.shape != y.shape:
+                        broadcast_shape(x.shape, y.shape, name)
+                else:
+                    y = scalar(b, name)
             else:
-                y = scalar(b, name)
-        else:
-            if not isinstance(b, Tensor):
-                raise TypeError(f"{name} needs at least one tensor operand")
-            device = b.device
-            x, y = scalar(a, name), b.data
-        out, rules = fn(device.xp, x, y)
-        return emit(name, out, (a, b), rules, device)
+                if not isinstance(b, Tensor):
+                    raise TypeError(f"{name} needs at least one tensor operand")
+                device = b.device
+                x, y = scalar(a, name), b.data
+            out, saved = fn(device.xp, x, y)
+            return emit(name, out, (a, b), rules, saved, device)
 
-    return op
+        return op
+
+    return decorate
 
 
-def unary(fn: Callable) -> Callable[..., Tensor]:
-    """An op of one tensor from ``fn(xp, x, *params) -> (out, rule)``."""
-    name = fn.__name__
+def unary(rule: Callable) -> Callable[[Callable], Callable[..., Tensor]]:
+    """An op of one tensor from ``fn(xp, x, *params) -> (out, saved)`` and its rule ``rule(g, *saved)``."""
+    rules = (rule,)
 
-    @functools.wraps(fn)
-    def op(a: Tensor, *params: Any, **kw: Any) -> Tensor:
-        out, rule = fn(a.device.xp, a.data, *params, **kw)
-        return emit(name, out, (a,), (rule,), a.device)
+    def decorate(fn: Callable) -> Callable[..., Tensor]:
+        name = fn.__name__
 
-    return op
+        @functools.wraps(fn)
+        def op(a: Tensor, *params: Any, **kw: Any) -> Tensor:
+            out, saved = fn(a.device.xp, a.data, *params, **kw)
+            return emit(name, out, (a,), rules, saved, a.device)
+
+        return op
+
+    return decorate

@@ -25,21 +25,30 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     xp = a.device.xp
     out = xp.matmul(x, y)
     if x.ndim == 2 and y.ndim == 2:  # the common case: each rule can write into a preallocated buffer
-        return emit("matmul", out, (a, b), (fills(lambda g, **into: xp.matmul(g, xp.matrix_transpose(y), **into)),
-                                            fills(lambda g, **into: xp.matmul(xp.matrix_transpose(x), g, **into))),
-                    a.device)
-    x2 = x if x.ndim > 1 else xp.reshape(x, (1, x.shape[0]))
-    y2 = y if y.ndim > 1 else xp.reshape(y, (y.shape[0], 1))
+        return emit("matmul", out, (a, b), _MATRIX_RULES, (xp, x, y), a.device)
     shape2 = list(out.shape) + ([1] if y.ndim == 1 else [])
     if x.ndim == 1:
         shape2.insert(len(shape2) - 1, 1)
+    return emit("matmul", out, (a, b), (_grad_x, _grad_y), (xp, x, y, tuple(shape2)), a.device)
 
-    def grad_x(g):
-        g2 = xp.reshape(g, tuple(shape2))
-        return xp.reshape(unbroadcast(xp, xp.matmul(g2, xp.matrix_transpose(y2)), x2.shape), x.shape)
 
-    def grad_y(g):
-        g2 = xp.reshape(g, tuple(shape2))
-        return xp.reshape(unbroadcast(xp, xp.matmul(xp.matrix_transpose(x2), g2), y2.shape), y.shape)
+_MATRIX_RULES = (fills(lambda g, xp, x, y, **into: xp.matmul(g, xp.matrix_transpose(y), **into)),
+                 fills(lambda g, xp, x, y, **into: xp.matmul(xp.matrix_transpose(x), g, **into)))
 
-    return emit("matmul", out, (a, b), (grad_x, grad_y), a.device)
+
+def _as_matrices(xp, x, y):
+    """``x`` and ``y`` with a 1-D left operand as a row and a 1-D right operand as a column."""
+    return (x if x.ndim > 1 else xp.reshape(x, (1, x.shape[0])),
+            y if y.ndim > 1 else xp.reshape(y, (y.shape[0], 1)))
+
+
+def _grad_x(g, xp, x, y, shape2):
+    x2, y2 = _as_matrices(xp, x, y)
+    g2 = xp.reshape(g, shape2)
+    return xp.reshape(unbroadcast(xp, xp.matmul(g2, xp.matrix_transpose(y2)), x2.shape), x.shape)
+
+
+def _grad_y(g, xp, x, y, shape2):
+    x2, y2 = _as_matrices(xp, x, y)
+    g2 = xp.reshape(g, shape2)
+    return xp.reshape(unbroadcast(xp, xp.matmul(xp.matrix_transpose(x2), g2), y2.shape), y.shape)

@@ -11,7 +11,7 @@ from ..devices import dtype_name
 from ..errors import DeviceMismatchError, DTypeError, IndexingError, ShapeError
 from ..ids import label
 from ..tensor import Tensor
-from .core import broadcast_shape, check_devices, emit, normalize_axes, unary
+from .core import broadcast_shape, check_devices, emit, normalize_axes, same, unary, where_false, where_true
 
 
 def _target_shape(old: tuple[int, ...], new: Sequence[int]) -> tuple[int, ...]:
@@ -24,15 +24,15 @@ def _target_shape(old: tuple[int, ...], new: Sequence[int]) -> tuple[int, ...]:
     return tuple(math.prod(old) // known if n == -1 else n for n in new)
 
 
-@unary
+@unary(lambda g, xp, shape: xp.reshape(g, shape))
 def reshape(xp, x, *shape):
     if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
         shape = tuple(shape[0])
     target = _target_shape(x.shape, shape)
-    return xp.reshape(x, target), lambda g: xp.reshape(g, x.shape)
+    return xp.reshape(x, target), (xp, x.shape)
 
 
-@unary
+@unary(lambda g, xp, inverse: xp.permute_dims(g, inverse))
 def permute(xp, x, *axes):
     if len(axes) == 1 and not isinstance(axes[0], (int, np.integer)):
         axes = tuple(axes[0])
@@ -41,7 +41,7 @@ def permute(xp, x, *axes):
         raise ShapeError(f"permute: give all {x.ndim} axes in their new order, got {axes}")
     axes = tuple(int(a) % x.ndim for a in axes)
     inverse = tuple(axes.index(i) for i in order)
-    return xp.permute_dims(x, axes), lambda g: xp.permute_dims(g, inverse)
+    return xp.permute_dims(x, axes), (xp, inverse)
 
 
 def transpose(t: Tensor, axis1: int = -2, axis2: int = -1) -> Tensor:
@@ -57,7 +57,7 @@ def broadcast_to(t: Tensor, shape: Sequence[int]) -> Tensor:
     if broadcast_shape(t.shape, shape, "broadcast_to") != shape:
         raise ShapeError(f"broadcast_to: {t.shape} cannot be broadcast to {shape}")
     xp = t.device.xp
-    return emit("broadcast_to", xp.broadcast_to(t.data, shape), (t,), (lambda g: g,), t.device)
+    return emit("broadcast_to", xp.broadcast_to(t.data, shape), (t,), (same,), (), t.device)
 
 
 def concat(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
@@ -72,12 +72,12 @@ def concat(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
     xp = first.device.xp
     bounds = np.cumsum([0] + [t.shape[ax] for t in tensors])
 
-    def piece(lo: int, hi: int):
+    def piece(lo: int, hi: int):  # each operand's rule takes its own slice: a closure, nothing saved
         index = tuple(slice(lo, hi) if i == ax else slice(None) for i in range(first.ndim))
         return lambda g: g[index]
 
     out = xp.concat([t.data for t in tensors], axis=ax)
-    return emit("concat", out, tensors, [piece(int(lo), int(hi)) for lo, hi in zip(bounds[:-1], bounds[1:])],
+    return emit("concat", out, tensors, [piece(int(lo), int(hi)) for lo, hi in zip(bounds[:-1], bounds[1:])], (),
                 first.device)
 
 
@@ -92,12 +92,12 @@ def stack(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
     (ax,) = normalize_axes(axis, first.ndim + 1, "stack")
     xp = first.device.xp
 
-    def piece(i: int):
+    def piece(i: int):  # each operand's rule takes its own slice: a closure, nothing saved
         index = tuple(i if d == ax else slice(None) for d in range(first.ndim + 1))
         return lambda g: g[index]
 
     out = xp.stack([t.data for t in tensors], axis=ax)
-    return emit("stack", out, tensors, [piece(i) for i in range(len(tensors))], first.device)
+    return emit("stack", out, tensors, [piece(i) for i in range(len(tensors))], (), first.device)
 
 
 def where(condition: Any, a: Any, b: Any) -> Tensor:
@@ -120,19 +120,18 @@ def where(condition: Any, a: Any, b: Any) -> Tensor:
 
     x, y = values(a), values(b)
     out = xp.where(cond, x, y)
-    return emit("where", out, (a, b), (lambda g: xp.where(cond, g, xp.zeros_like(g)),
-                                       lambda g: xp.where(cond, xp.zeros_like(g), g)), device)
+    return emit("where", out, (a, b), (where_true, where_false), (xp, cond), device)
 
 
 def getitem(t: Tensor, key: Any) -> Tensor:
     """``t[key]``: basic indexing (ints, slices, ``None``, ``...``) or an integer array along axis 0,
     whose backward adds the gradients of repeated indices."""
     xp, device = t.device.xp, t.device
-    shape = t.shape  # rules keep the shape, not the tensor: no tape -> record -> tensor cycle
+    shape = t.shape  # records save the shape, not the tensor: no tape -> record -> tensor cycle
     index = _integer_index(key, t)
     if index is not None:
         out = xp.take(t.data, index, axis=0)
-        return emit("index", out, (t,), (lambda g: device.index_add(shape, index, g),), device)
+        return emit("index", out, (t,), (_index_add,), (device, shape, index), device)
     asked, key = key, key if isinstance(key, tuple) else (key,)
     if not any(k is Ellipsis for k in key):
         key = key + (...,)  # numpy's implicit trailing axes, spelled out for the array API
@@ -143,13 +142,18 @@ def getitem(t: Tensor, key: Any) -> Tensor:
                             f"None and ..., or one integer array along axis 0.") from None
     plain = tuple(k for k in key if k is not None)  # setitem takes no new axes
     plain_shape = out.shape if plain == key else t.data[plain].shape
+    return emit("index", out, (t,), (_scatter,), (device, shape, plain, plain_shape), device)
 
-    def rule(g):
-        full = xp.zeros(shape, dtype=g.dtype, **device._placement())
-        full[plain] = xp.reshape(g, plain_shape)
-        return full
 
-    return emit("index", out, (t,), (rule,), device)
+def _index_add(g: Any, device: Any, shape: tuple[int, ...], index: Any) -> Any:
+    return device.index_add(shape, index, g)
+
+
+def _scatter(g: Any, device: Any, shape: tuple[int, ...], plain: tuple, plain_shape: tuple[int, ...]) -> Any:
+    """The gradient of ``t[plain]``: zeros of ``t``'s shape with ``g`` where the values came from."""
+    full = device.xp.zeros(shape, dtype=g.dtype, **device._placement())
+    full[plain] = device.xp.reshape(g, plain_shape)
+    return full
 
 
 def _integer_index(key: Any, t: Tensor) -> Any:

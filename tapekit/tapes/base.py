@@ -27,17 +27,18 @@ _births = itertools.count()  # creation order of tapes, so pictures can colour t
 class Record:
     """One recorded op: its id, name, operand ids and shapes, output, and backward rules.
 
-    ``rules[i]`` maps the output's gradient to operand ``i``'s (``None`` for constants).
+    ``rules[i](g, *saved)`` maps the output's gradient ``g`` to operand ``i``'s (``None`` for
+    constants); ``saved`` holds what the forward kept for them.
     ``parents`` are the records that made the operands, so an output's history can be walked
     whichever tape holds it. ``home`` is a weak reference to the tape that holds the record,
     ``None`` once a backward consumed it (then ``consumed_by`` says which).
     """
 
-    __slots__ = ("id", "name", "inputs", "shapes", "out", "out_shape", "dtype", "rules", "parents",
+    __slots__ = ("id", "name", "inputs", "shapes", "out", "out_shape", "dtype", "rules", "saved", "parents",
                  "home", "consumed_by")
 
     def __init__(self, rid: int, name: str, inputs: tuple, shapes: tuple, out: int, out_shape: tuple,
-                 dtype: Any, rules: Sequence[Callable | None], parents: tuple) -> None:
+                 dtype: Any, rules: Sequence[Callable | None], saved: tuple, parents: tuple) -> None:
         self.id = rid
         self.name = name
         self.inputs = inputs
@@ -46,23 +47,19 @@ class Record:
         self.out_shape = out_shape
         self.dtype = dtype
         self.rules = rules
+        self.saved = saved
         self.parents = parents
         self.home: weakref.ref | None = None
         self.consumed_by: str | None = None
 
     @property
     def saved_bytes(self) -> int:
-        """Bytes of the arrays this record's backward rules keep alive."""
-        seen: dict[int, int] = {}
-        for rule in self.rules or ():
+        """Bytes of the arrays this record keeps alive for its backward rules."""
+        arrays = {id(v): array_nbytes(v) for v in self.saved or ()}
+        for rule in self.rules or ():  # a rule may also be a closure over arrays (concat, stack)
             for cell in getattr(rule, "__closure__", None) or ():
-                try:
-                    nbytes = array_nbytes(cell.cell_contents)
-                except ValueError:  # an empty cell
-                    continue
-                if nbytes is not None:
-                    seen[id(cell.cell_contents)] = nbytes
-        return sum(seen.values())
+                arrays[id(cell.cell_contents)] = array_nbytes(cell.cell_contents)
+        return sum(n for n in arrays.values() if n is not None)
 
     def line(self) -> str:
         """One line of the recorded program: ``#12 mul(x (3,), #4 (3,)) -> #13 (3,)``."""
@@ -236,6 +233,20 @@ class SpentTape(Tape):
     def _store(self) -> "Tape":
         raise_spent(self)
         return self
+
+
+class MovedTape(SpentTape):
+    """What an operand (tensor ``tid``) carries after op ``rec`` moved its OwnedTape into its output."""
+
+    __slots__ = ("_tid", "_by")
+
+    def __init__(self, tid: int, rec: Record) -> None:
+        self._tid = tid
+        self._by = rec
+
+    @property
+    def _spent(self) -> Exception:  # type: ignore[override]
+        return moved_into(self._tid, self._by.id, self._by.name, self._by.out)
 
 
 def raise_spent(tape: Tape) -> None:
