@@ -83,8 +83,10 @@ class Device:
     def count(self, array: Any) -> Any:
         """Count one allocated array (an op result or a gradient buffer) and return it."""
         self.allocations += 1
-        nbytes = getattr(array, "nbytes", None)  # numpy and CuPy have it; array_api_strict does not
-        self.allocated_bytes += nbytes if nbytes is not None else array.size * _itemsize(array.dtype)
+        try:
+            self.allocated_bytes += array.nbytes
+        except AttributeError:  # numpy and CuPy arrays have nbytes; array_api_strict's do not
+            self.allocated_bytes += array.size * _itemsize(array.dtype)
         return array
 
     def reset_counters(self) -> None:

@@ -162,8 +162,6 @@ def binary(rule_x: Callable, rule_y: Callable) -> Callable[[Callable], Callable[
                     y = b.data
                     if b.device is not device:
                         check_devices((a, b), name)
-                    if x.shape != y.shape:
-                        broadcast_shape(x.shape, y.shape, name)
                 else:
                     y = scalar(b, name)
             else:
@@ -171,7 +169,12 @@ def binary(rule_x: Callable, rule_y: Callable) -> Callable[[Callable], Callable[
                     raise TypeError(f"{name} needs at least one tensor operand")
                 device = b.device
                 x, y = scalar(a, name), b.data
-            out, saved = fn(device.xp, x, y)
+            try:
+                out, saved = fn(device.xp, x, y)
+            except ValueError:
+                if hasattr(x, "shape") and hasattr(y, "shape"):
+                    broadcast_shape(x.shape, y.shape, name)  # a ShapeError that names both shapes
+                raise
             return emit(name, out, (a, b), rules, saved, device)
 
         return op
