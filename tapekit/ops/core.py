@@ -36,21 +36,8 @@ def emit(name: str, out: Any, inputs: Sequence[Any], rules: Sequence[Callable], 
     rid = next_id()
     tape = tapes[0] if len(tapes) == 1 else merge_tapes(tapes, f"#{rid} {name}")
     result = Tensor(out, device, tape)
-    out_shape = out.shape
-    if len(inputs) == 1:  # the common cases take the short way
-        (a,) = inputs
-        rec = Record(rid, name, (a.id,), (a.data.shape,), result.id, out_shape, out.dtype, rules, saved,
-                     (a._record,))
-    elif len(inputs) == 2 and type(inputs[0]) is Tensor and type(inputs[1]) is Tensor:
-        a, b = inputs
-        rec = Record(rid, name, (a.id, b.id), (a.data.shape, b.data.shape), result.id, out_shape,
-                     out.dtype, rules, saved, (a._record, b._record))
-    else:
-        tensors = [t if isinstance(t, Tensor) else None for t in inputs]
-        rec = Record(rid, name, tuple(None if t is None else t.id for t in tensors),
-                     tuple(() if t is None else t.data.shape for t in tensors), result.id, out_shape,
-                     out.dtype, tuple(None if t is None else rule for t, rule in zip(tensors, rules)), saved,
-                     tuple(None if t is None else t._record for t in tensors))
+    ids, shapes, parents, rules = _operands(inputs, rules)
+    rec = Record(rid, name, ids, shapes, result.id, out.shape, out.dtype, rules, saved, parents)
     tape._record(rec)
     result._record = rec
     if tape.moves:
@@ -58,6 +45,22 @@ def emit(name: str, out: Any, inputs: Sequence[Any], rules: Sequence[Callable], 
             if type(t) is Tensor and t._tape is not None:
                 t._tape = MovedTape(t.id, rec)
     return result
+
+
+def _operands(inputs: Sequence[Any], rules: Sequence[Callable]) -> tuple[tuple, tuple, tuple, Sequence]:
+    """Ids, shapes, producing records and rules of an op's operands (for a number: None, (), None,
+    None). One or two tensors, the common case, take the short way."""
+    if len(inputs) == 1:
+        (a,) = inputs
+        return (a.id,), (a.data.shape,), (a._record,), rules
+    if len(inputs) == 2 and type(inputs[0]) is Tensor and type(inputs[1]) is Tensor:
+        a, b = inputs
+        return (a.id, b.id), (a.data.shape, b.data.shape), (a._record, b._record), rules
+    tensors = [t if isinstance(t, Tensor) else None for t in inputs]
+    return (tuple(None if t is None else t.id for t in tensors),
+            tuple(() if t is None else t.data.shape for t in tensors),
+            tuple(None if t is None else t._record for t in tensors),
+            tuple(None if t is None else rule for t, rule in zip(tensors, rules)))
 
 
 def unbroadcast(xp: Any, grad: Any, shape: tuple[int, ...], out: Any = None) -> Any:
