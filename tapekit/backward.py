@@ -11,7 +11,7 @@ import numpy as np
 from .devices import is_floating
 from .errors import BackwardError, DeviceMismatchError, DTypeError, IncompleteTapeWarning, ShapeError, TapeConsumedError
 from .gradients import Gradients
-from .history import Coverage, coverage, home_of
+from .history import Coverage, coverage, store_at
 from .ops.core import unbroadcast
 from .tapes.base import Record, Tape, consumed_error
 from .tapes.merge import check_one_policy, merge_tapes
@@ -58,13 +58,14 @@ def _caller_level() -> int:
 def _holds_history(outputs: Sequence[Tensor], stores: Iterable[Tape]) -> bool:
     """Whether ``stores`` hold the outputs' whole history: each output's record is on them, and so
     is every parent that lived on another tape when a record of theirs was made (a record's other
-    parents share its tape for good: tapes only merge whole and drain whole). When not,
-    ``coverage`` walks the history to say what is missing."""
+    parents share its tape for good: tapes only merge whole and drain whole). Each place such a
+    record was kept is looked up once. When not, ``coverage`` walks the history to say what is
+    missing."""
     stores = set(stores)
-    for out in outputs:
-        if out._record is not None and home_of(out._record) not in stores:
-            return False
-    return all(home_of(parent) in stores for store in stores for parent in store._foreign)
+    records = [out._record for out in outputs if out._record is not None]
+    records += [parent for store in stores for parent in store._foreign]
+    homes = {id(rec.home): rec.home for rec in records}
+    return all(home is not None and store_at(home) in stores for home in homes.values())
 
 
 def _run(records: list[Record], grads: Gradients, outputs: Sequence[Tensor], seeds: Sequence[Any],

@@ -25,9 +25,12 @@ def history(outputs: Sequence[Any]) -> list[Record]:
 
 def home_of(rec: Record) -> Tape | None:
     """The tape that holds ``rec`` now (``None`` once consumed or its tape is gone)."""
-    if rec.home is None:
-        return None
-    tape = rec.home()
+    return None if rec.home is None else store_at(rec.home)
+
+
+def store_at(home: Any) -> Tape | None:
+    """The tape that holds the records kept at ``home`` (a record's ``home``), if it lives."""
+    tape = home()
     return None if tape is None else tape._store()
 
 
