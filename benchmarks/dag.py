@@ -81,19 +81,21 @@ def _forward(nodes: list[Any], steps: list[Step], tanh: Any) -> list[Any]:
 
 
 def tapekit(xs: list[np.ndarray], steps: list[Step], outs: list[int], policy: type[tk.Tape]) -> Contender:
-    """tapekit under UnionTape (every input traced on its own tape; they merge as the DAG joins) or
-    GlobalTape (one tape records everything in its block)."""
+    """tapekit under UnionTape (every input traced on its own tape, with itself as its leaf set; the
+    tapes and their leaf sets merge as the DAG joins) or GlobalTape (one tape records everything in
+    its block, the inputs its leaf set): only the inputs' gradients are kept, as the floor and the
+    peers do."""
     dev = tk.Cpu()
 
     def run() -> list[Any]:
+        inputs = [dev.tensor(x) for x in xs]
         if policy is tk.GlobalTape:
-            with tk.GlobalTape() as tape:
-                inputs = [dev.tensor(x) for x in xs]
+            with tk.GlobalTape(leaves=inputs) as tape:
                 nodes = _forward(list(inputs), steps, tk.tanh)
                 g = tape.backward([nodes[o].sum() for o in outs])
         else:
-            inputs = [dev.tensor(x).trace(policy()) for x in xs]
-            nodes = _forward(list(inputs), steps, tk.tanh)
+            traced = [x.trace(policy(leaves=[x])) for x in inputs]
+            nodes = _forward(traced, steps, tk.tanh)
             g = tk.backward([nodes[o].sum() for o in outs])
         return [g.get(x, np.zeros_like(v)) for x, v in zip(inputs, xs)]
 

@@ -73,8 +73,8 @@ def _run(records: list[Record], grads: Gradients, outputs: Sequence[Tensor], see
     """Run the records newest-first, each rule mapping its output's gradient to an operand's.
 
     With a leaf set, work whose result the end of backward would drop is skipped: an operand that
-    no recorded op made and that is not a leaf (an input batch, a constant) gets no gradient, and
-    an output's entry is let go as soon as the record that made it has run. ``by`` (the backward's
+    no record of this backward made and that is not a leaf (an input batch, a constant) gets no
+    gradient, and an output's entry is let go as soon as the record that made it has run. ``by`` (the backward's
     name; ``None`` to retain) marks each record consumed once it ran, freeing what it saved.
     """
     device = outputs[0].device
@@ -82,6 +82,7 @@ def _run(records: list[Record], grads: Gradients, outputs: Sequence[Tensor], see
     get, owned = arrays.get, grads._owned
     clean = grads._clean if device.takes_out else ()  # ids of zeroed buffers a rule may write into
     leaves = grads.leaves
+    made = () if leaves is None else {rec.out for rec in records}  # tensors a record of this backward made
     for out, seed in zip(outputs, seeds):
         accumulate(out.id, seed, device)
     for rec in reversed(records):
@@ -95,8 +96,8 @@ def _run(records: list[Record], grads: Gradients, outputs: Sequence[Tensor], see
                 if tid is not None and tid not in arrays and (leaves is None or tid in leaves):
                     arrays[tid] = count(xp.zeros(shape, dtype=rec.dtype, **device._placement()))
             continue
-        for tid, shape, rule, parent in zip(rec.inputs, rec.shapes, rules, rec.parents):
-            if rule is None or (parent is None and leaves is not None and tid not in leaves):
+        for tid, shape, rule in zip(rec.inputs, rec.shapes, rules):
+            if rule is None or (leaves is not None and tid not in leaves and tid not in made):
                 continue
             if tid in clean:
                 _write_into_buffer(grads, tid, rule, g, saved, shape, device)

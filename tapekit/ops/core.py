@@ -36,8 +36,8 @@ def emit(name: str, out: Any, inputs: Sequence[Any], rules: Sequence[Callable], 
     rid = next_id()
     tape = tapes[0] if len(tapes) == 1 else merge_tapes(tapes, f"#{rid} {name}")
     result = Tensor(out, device, tape)
-    ids, shapes, parents, rules = _operands(inputs, rules)
-    rec = Record(rid, name, ids, shapes, result.id, out.shape, out.dtype, rules, saved, parents)
+    ids, shapes, rules, first_parent, other_parents = _operands(inputs, rules)
+    rec = Record(rid, name, ids, shapes, result.id, out.shape, out.dtype, rules, saved, first_parent, other_parents)
     tape._record(rec)
     result._record = rec
     if tape.moves:
@@ -47,20 +47,23 @@ def emit(name: str, out: Any, inputs: Sequence[Any], rules: Sequence[Callable], 
     return result
 
 
-def _operands(inputs: Sequence[Any], rules: Sequence[Callable]) -> tuple[tuple, tuple, tuple, Sequence]:
-    """Ids, shapes, producing records and rules of an op's operands (for a number: None, (), None,
-    None). One or two tensors, the common case, take the short way."""
+def _operands(inputs: Sequence[Any], rules: Sequence[Callable]) -> tuple[tuple, tuple, Sequence, Any, Any]:
+    """Ids, shapes and rules of an op's operands (for a number: None, (), None), the record that
+    made the first, and those that made the others (``None`` when no op made any of them). One or
+    two tensors, the common case, take the short way."""
     if len(inputs) == 1:
         (a,) = inputs
-        return (a.id,), (a.data.shape,), (a._record,), rules
+        return (a.id,), (a.data.shape,), rules, a._record, None
     if len(inputs) == 2 and type(inputs[0]) is Tensor and type(inputs[1]) is Tensor:
         a, b = inputs
-        return (a.id, b.id), (a.data.shape, b.data.shape), (a._record, b._record), rules
+        return ((a.id, b.id), (a.data.shape, b.data.shape), rules, a._record,
+                None if b._record is None else (b._record,))
     tensors = [t if isinstance(t, Tensor) else None for t in inputs]
+    parents = tuple(None if t is None else t._record for t in tensors)
     return (tuple(None if t is None else t.id for t in tensors),
             tuple(() if t is None else t.data.shape for t in tensors),
-            tuple(None if t is None else t._record for t in tensors),
-            tuple(None if t is None else rule for t, rule in zip(tensors, rules)))
+            tuple(None if t is None else rule for t, rule in zip(tensors, rules)),
+            parents[0], parents[1:] if any(p is not None for p in parents[1:]) else None)
 
 
 def unbroadcast(xp: Any, grad: Any, shape: tuple[int, ...], out: Any = None) -> Any:

@@ -32,13 +32,19 @@ class Record:
     ``parents`` are the records that made the operands, so an output's history can be walked
     whichever tape holds it. ``home`` is a weak reference to the tape that holds the record,
     ``None`` once a backward consumed it (then ``consumed_by`` says which).
+
+    Most ops have at most one operand that another op made (a chain, ``x @ W + b``), so a record
+    keeps the first operand's parent itself and a tuple only for the other operands' parents, when
+    one of them has any (``other_parents``, else ``None``): one object per record rather than two,
+    which halves what Python's garbage collector walks over a long tape.
     """
 
-    __slots__ = ("id", "name", "inputs", "shapes", "out", "out_shape", "dtype", "rules", "saved", "parents",
-                 "home", "consumed_by")
+    __slots__ = ("id", "name", "inputs", "shapes", "out", "out_shape", "dtype", "rules", "saved",
+                 "first_parent", "other_parents", "home", "consumed_by")
 
     def __init__(self, rid: int, name: str, inputs: tuple, shapes: tuple, out: int, out_shape: tuple,
-                 dtype: Any, rules: Sequence[Callable | None], saved: tuple, parents: tuple) -> None:
+                 dtype: Any, rules: Sequence[Callable | None], saved: tuple, first_parent: "Record | None",
+                 other_parents: "tuple | None") -> None:
         self.id = rid
         self.name = name
         self.inputs = inputs
@@ -48,9 +54,15 @@ class Record:
         self.dtype = dtype
         self.rules = rules
         self.saved = saved
-        self.parents = parents
+        self.first_parent = first_parent
+        self.other_parents = other_parents
         self.home: weakref.ref | None = None
         self.consumed_by: str | None = None
+
+    @property
+    def parents(self) -> tuple:
+        """The record that made each operand (``None`` for a constant or a tensor no op made)."""
+        return (self.first_parent,) + (self.other_parents or (None,) * (len(self.inputs) - 1))
 
     @property
     def saved_bytes(self) -> int:
@@ -108,7 +120,10 @@ class Tape:
     def _record(self, rec: Record) -> None:
         home = rec.home = self._ref
         self._records.append(rec)
-        for parent in rec.parents:
+        parent = rec.first_parent
+        if parent is not None and parent.home is not home:
+            self._foreign.append(parent)
+        for parent in rec.other_parents or ():
             if parent is not None and parent.home is not home:
                 self._foreign.append(parent)
 
