@@ -74,15 +74,16 @@ def _run(records: list[Record], grads: Gradients, outputs: Sequence[Tensor], see
 
     With a leaf set, work whose result the end of backward would drop is skipped: an operand that
     no record of this backward made and that is not a leaf (an input batch, a constant) gets no
-    gradient, and an output's entry is let go as soon as the record that made it has run. ``by`` (the backward's
-    name; ``None`` to retain) marks each record consumed once it ran, freeing what it saved.
+    gradient, and an output's entry is let go as soon as the record that made it has run. ``by``
+    (the backward's name; ``None`` to retain) marks each record consumed once it ran, freeing what
+    it saved.
     """
     device = outputs[0].device
     xp, count, arrays, accumulate = device.xp, device.count, grads._arrays, grads.accumulate
     get, owned = arrays.get, grads._owned
     clean = grads._clean if device.takes_out else ()  # ids of zeroed buffers a rule may write into
     leaves = grads.leaves
-    made = () if leaves is None else {rec.out for rec in records}  # tensors a record of this backward made
+    wanted = None if leaves is None else leaves | {rec.out for rec in records}  # the rest is dropped at the end
     for out, seed in zip(outputs, seeds):
         accumulate(out.id, seed, device)
     for rec in reversed(records):
@@ -97,7 +98,7 @@ def _run(records: list[Record], grads: Gradients, outputs: Sequence[Tensor], see
                     arrays[tid] = count(xp.zeros(shape, dtype=rec.dtype, **device._placement()))
             continue
         for tid, shape, rule in zip(rec.inputs, rec.shapes, rules):
-            if rule is None or (leaves is not None and tid not in leaves and tid not in made):
+            if rule is None or (wanted is not None and tid not in wanted):
                 continue
             if tid in clean:
                 _write_into_buffer(grads, tid, rule, g, saved, shape, device)

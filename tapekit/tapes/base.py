@@ -120,10 +120,7 @@ class Tape:
     def _record(self, rec: Record) -> None:
         home = rec.home = self._ref
         self._records.append(rec)
-        parent = rec.first_parent
-        if parent is not None and parent.home is not home:
-            self._foreign.append(parent)
-        for parent in rec.other_parents or ():
+        for parent in (rec.first_parent,) if rec.other_parents is None else rec.parents:
             if parent is not None and parent.home is not home:
                 self._foreign.append(parent)
 
