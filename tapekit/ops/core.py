@@ -18,7 +18,8 @@ import numpy as np
 
 from ..errors import AxisError, DeviceMismatchError, ShapeError
 from ..ids import label, next_id
-from ..tapes.base import MovedTape, Record
+from ..tapes.base import MovedTape, Record, raise_spent
+from ..tapes.global_ import _active
 from ..tapes.merge import merge_tapes, operand_tapes
 from ..tensor import Tensor
 
@@ -30,14 +31,34 @@ def emit(name: str, out: Any, inputs: Sequence[Any], rules: Sequence[Callable], 
     if type(out) is not np.ndarray and isinstance(out, np.generic):
         out = np.asarray(out)
     device.count(out)
-    tapes = operand_tapes(inputs, name)
-    if not tapes:
+    tape = None
+    for t in inputs:  # the common case: one tape among the operands, and no GlobalTape block
+        held = getattr(t, "_tape", None)
+        if held is not None and held is not tape:
+            tape = held if tape is None else _SEVERAL
+    if tape is _SEVERAL or _active.get():
+        tapes = operand_tapes(inputs, name)  # checked: none spent, one policy
+        if not tapes:
+            return Tensor(out, device)
+        rid = next_id()
+        tape = merge_tapes(tapes, f"#{rid} {name}")
+    elif tape is None:
         return Tensor(out, device)
-    rid = next_id()
-    tape = tapes[0] if len(tapes) == 1 else merge_tapes(tapes, f"#{rid} {name}")
+    else:
+        if tape._spent is not None:
+            raise_spent(tape)
+        rid = next_id()
     result = Tensor(out, device, tape)
-    ids, shapes, rules, first_parent, other_parents = _operands(inputs, rules)
-    rec = Record(rid, name, ids, shapes, result.id, out.shape, out.dtype, rules, saved, first_parent, other_parents)
+    if len(inputs) == 1:
+        (a,) = inputs
+        rec = Record(rid, name, (a.id,), (a.data.shape,), result.id, out.shape, out.dtype, rules, saved,
+                     a._record, None)
+    elif len(inputs) == 2 and type(inputs[0]) is Tensor and type(inputs[1]) is Tensor:
+        a, b = inputs
+        rec = Record(rid, name, (a.id, b.id), (a.data.shape, b.data.shape), result.id, out.shape, out.dtype,
+                     rules, saved, a._record, None if b._record is None else (b._record,))
+    else:
+        rec = _record_of_many(rid, name, inputs, rules, saved, result.id, out)
     tape._record(rec)
     result._record = rec
     if tape.moves:
@@ -47,23 +68,19 @@ def emit(name: str, out: Any, inputs: Sequence[Any], rules: Sequence[Callable], 
     return result
 
 
-def _operands(inputs: Sequence[Any], rules: Sequence[Callable]) -> tuple[tuple, tuple, Sequence, Any, Any]:
-    """Ids, shapes and rules of an op's operands (for a number: None, (), None), the record that
-    made the first, and those that made the others (``None`` when no op made any of them). One or
-    two tensors, the common case, take the short way."""
-    if len(inputs) == 1:
-        (a,) = inputs
-        return (a.id,), (a.data.shape,), rules, a._record, None
-    if len(inputs) == 2 and type(inputs[0]) is Tensor and type(inputs[1]) is Tensor:
-        a, b = inputs
-        return ((a.id, b.id), (a.data.shape, b.data.shape), rules, a._record,
-                None if b._record is None else (b._record,))
+_SEVERAL = object()  # emit's mark for operands that carry more than one tape
+
+
+def _record_of_many(rid: int, name: str, inputs: Sequence[Any], rules: Sequence[Callable], saved: tuple,
+                    out_id: int, out: Any) -> Record:
+    """The record of an op with numbers among its operands, or more than two operands (a number's
+    id, shape and rule: None, (), None)."""
     tensors = [t if isinstance(t, Tensor) else None for t in inputs]
     parents = tuple(None if t is None else t._record for t in tensors)
-    return (tuple(None if t is None else t.id for t in tensors),
-            tuple(() if t is None else t.data.shape for t in tensors),
-            tuple(None if t is None else rule for t, rule in zip(tensors, rules)),
-            parents[0], parents[1:] if any(p is not None for p in parents[1:]) else None)
+    return Record(rid, name, tuple(None if t is None else t.id for t in tensors),
+                  tuple(() if t is None else t.data.shape for t in tensors), out_id, out.shape, out.dtype,
+                  tuple(None if t is None else rule for t, rule in zip(tensors, rules)), saved, parents[0],
+                  parents[1:] if any(p is not None for p in parents[1:]) else None)
 
 
 def unbroadcast(xp: Any, grad: Any, shape: tuple[int, ...], out: Any = None) -> Any:
