@@ -80,8 +80,10 @@ def _run(records: list[Record], grads: Gradients, outputs: Sequence[Tensor], see
     """
     device = outputs[0].device
     xp, count, arrays, accumulate = device.xp, device.count, grads._arrays, grads.accumulate
-    get, owned = arrays.get, grads._owned
+    get, owned, nbytes_of = arrays.get, grads._owned, device.nbytes_of
+    fresh, fresh_bytes = 0, 0  # arrays the rules made, counted on the device at the end
     clean = grads._clean if device.takes_out else ()  # ids of zeroed buffers a rule may write into
+    inplace = owned if device.takes_out else ()  # ids of buffers that are not clean once past `clean`
     leaves = grads.leaves
     wanted = None if leaves is None else leaves | {rec.out for rec in records}  # the rest is dropped at the end
     for out, seed in zip(outputs, seeds):
@@ -107,15 +109,21 @@ def _run(records: list[Record], grads: Gradients, outputs: Sequence[Tensor], see
             if gi.shape != shape:
                 gi = unbroadcast(xp, gi, shape)
             if gi is not g:
-                count(gi)
-            if get(tid) is None:
+                fresh += 1
+                fresh_bytes += nbytes_of(gi)
+            old = get(tid)
+            if old is None:
                 arrays[tid] = gi
+            elif tid in inplace and old.dtype == gi.dtype:  # a buffer of its own, not a clean one: add in place
+                old += gi
             else:
                 accumulate(tid, gi, device)
         if leaves is not None and rec.out not in leaves:  # used, and no leaf: let it go now
             del arrays[rec.out]
             if rec.out in owned:
                 grads._disown(rec.out)
+    device.allocations += fresh
+    device.allocated_bytes += fresh_bytes
 
 
 def _write_into_buffer(grads: Gradients, tid: int, rule: Callable, g: Any, saved: tuple, shape: tuple,

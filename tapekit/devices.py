@@ -7,7 +7,8 @@ seeded numpy generator, so one seed gives the same values on every device.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence
+import operator
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
@@ -42,6 +43,14 @@ def _itemsize(dtype: Any) -> int:
     return itemsize if itemsize is not None else np.dtype(dtype_name(dtype)).itemsize
 
 
+_nbytes = operator.attrgetter("nbytes")  # numpy's and CuPy's arrays know their size in bytes
+
+
+def _size_bytes(array: Any) -> int:
+    """Bytes of an array without an ``nbytes`` (array_api_strict's)."""
+    return int(array.size) * _itemsize(array.dtype)
+
+
 def array_nbytes(value: Any) -> int | None:
     """Bytes of ``value`` when it is an array of any namespace, else ``None``."""
     if not isinstance(getattr(value, "shape", None), tuple) or not hasattr(value, "dtype"):
@@ -67,6 +76,7 @@ class Device:
     xp: Any
     kind: str = "device"
     takes_out: bool = False  # the namespace's functions take ``out=`` (backward writes into preallocated buffers)
+    nbytes_of: Callable[[Any], int] = staticmethod(_size_bytes)  # bytes of one of its arrays
 
     def __init__(self, seed: int = 0) -> None:
         self.seed = seed
@@ -83,10 +93,7 @@ class Device:
     def count(self, array: Any) -> Any:
         """Count one allocated array (an op result or a gradient buffer) and return it."""
         self.allocations += 1
-        try:
-            self.allocated_bytes += array.nbytes
-        except AttributeError:  # numpy and CuPy arrays have nbytes; array_api_strict's do not
-            self.allocated_bytes += array.size * _itemsize(array.dtype)
+        self.allocated_bytes += self.nbytes_of(array)
         return array
 
     def reset_counters(self) -> None:
@@ -206,6 +213,8 @@ class Cpu(Device):
         self.backend = backend
         self.where = where
         self.takes_out = backend == "numpy"
+        if backend == "numpy":
+            self.nbytes_of = _nbytes
 
     @property
     def place(self) -> tuple:
@@ -255,6 +264,7 @@ class Cuda(Device):
 
     kind = "cuda"
     takes_out = True
+    nbytes_of = _nbytes
 
     def __init__(self, device_id: int = 0, seed: int = 0) -> None:
         super().__init__(seed)
