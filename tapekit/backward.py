@@ -83,7 +83,7 @@ def _run(records: list[Record], grads: Gradients, outputs: Sequence[Tensor], see
     get, owned, nbytes_of = arrays.get, grads._owned, device.nbytes_of
     fresh, fresh_bytes = 0, 0  # arrays the rules made, counted on the device at the end
     clean = grads._clean if device.takes_out else ()  # ids of zeroed buffers a rule may write into
-    inplace = owned if device.takes_out else ()  # ids of buffers that are not clean once past `clean`
+    inplace = owned if device.takes_out else ()  # ids of buffers to add into in place (none clean past `clean`)
     leaves = grads.leaves
     wanted = None if leaves is None else leaves | {rec.out for rec in records}  # the rest is dropped at the end
     for out, seed in zip(outputs, seeds):
@@ -114,7 +114,7 @@ def _run(records: list[Record], grads: Gradients, outputs: Sequence[Tensor], see
             old = get(tid)
             if old is None:
                 arrays[tid] = gi
-            elif tid in inplace and old.dtype == gi.dtype:  # a buffer of its own, not a clean one: add in place
+            elif tid in inplace and old.dtype == gi.dtype:
                 old += gi
             else:
                 accumulate(tid, gi, device)
