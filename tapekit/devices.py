@@ -38,6 +38,12 @@ def is_floating(dtype: Any) -> bool:
     return kind == "f" if kind is not None else dtype_name(dtype).startswith("float")
 
 
+def is_integer(dtype: Any) -> bool:
+    """Whether ``dtype`` (of any namespace) is a signed or unsigned integer dtype."""
+    kind = getattr(dtype, "kind", None)
+    return kind in ("i", "u") if kind is not None else dtype_name(dtype).startswith(("int", "uint"))
+
+
 def _itemsize(dtype: Any) -> int:
     itemsize = getattr(dtype, "itemsize", None)
     return itemsize if itemsize is not None else np.dtype(dtype_name(dtype)).itemsize

@@ -1,20 +1,23 @@
-"""Losses built from tapekit's ops, so the tape shows each step: ``mse_loss``, ``cross_entropy``
-(integer labels, stable log-softmax) and ``binary_cross_entropy_with_logits``.
+"""Losses: ``mse_loss`` and ``binary_cross_entropy_with_logits`` are built from tapekit's ops, so
+the tape shows each step; ``cross_entropy`` (integer labels) is one op with the classic fused rule,
+``softmax(logits) - onehot``, which is exact and spares the tape four records per step.
 
 Every argument is checked before anything is recorded. ``reduction`` is ``"mean"`` or ``"sum"``.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
 from .errors import DTypeError, IndexingError, InvalidArgumentError, ShapeError
 from .nn.module import branch
-from .devices import dtype_name
+from .devices import dtype_name, is_floating, is_integer
 from .ops import logsumexp, stack
-from .ops.shape import device_array, is_integer, value_range
+from .ops.core import emit
+from .ops.shape import device_array, value_range
 from .tensor import Tensor
 
 REDUCTIONS = ("mean", "sum")
@@ -28,16 +31,27 @@ def mse_loss(pred: Tensor, target: Any, reduction: str = "mean") -> Tensor:
     return _reduce(diff * diff, reduction)
 
 
-def cross_entropy(logits: Tensor, labels: Any, reduction: str = "mean") -> Tensor:
-    """``-log softmax(logits)[label]`` per example, averaged (or summed).
+def cross_entropy(logits: Tensor, target: Any, reduction: str = "mean") -> Tensor:
+    """``-sum(target * log softmax(logits))`` per example, averaged (or summed).
 
-    ``logits`` has classes on its last axis; ``labels`` holds integer class indices and has the
-    other axes' shape (``(N,)`` for ``(N, C)`` logits). The log-softmax is shifted by the maximum,
-    so any logits work."""
+    ``logits`` has classes on its last axis. ``target`` is either integer class indices of the
+    other axes' shape (``(N,)`` for ``(N, C)`` logits), or floating class probabilities of the
+    logits' shape (a one-hot, or soft labels), which get no gradient. The log-softmax is shifted by
+    the maximum, so any logits work."""
     _check_reduction(reduction, "cross_entropy")
-    onehot = _onehot(logits, labels)
-    picked = (logits.log_softmax(-1) * onehot).sum(-1)
-    return -_reduce(picked, reduction)
+    probs = _class_probabilities(logits, target)
+    xp, x, t = logits.device.xp, logits.data, probs.data
+    shifted = x - xp.max(x, axis=-1, keepdims=True)
+    logp = shifted - xp.log(xp.sum(xp.exp(shifted), axis=-1, keepdims=True))
+    n = math.prod(logits.shape[:-1]) if reduction == "mean" else 1
+    return emit("cross_entropy", -xp.sum(logp * t) / n, (logits, probs), (_cross_entropy_grad, None),
+                (xp, logp, t, n), logits.device)
+
+
+def _cross_entropy_grad(g: Any, xp: Any, logp: Any, target: Any, n: int) -> Any:
+    """The gradient of the logits: ``(softmax * sum(target) - target) / n`` per unit of the loss's
+    gradient, which is ``softmax - target`` for probabilities."""
+    return (xp.exp(logp) * xp.sum(target, axis=-1, keepdims=True) - target) * (g / n)
 
 
 def binary_cross_entropy_with_logits(logits: Tensor, targets: Any, reduction: str = "mean") -> Tensor:
@@ -72,16 +86,30 @@ def _like(other: Any, t: Tensor, loss: str, what: str) -> Tensor:
     return other
 
 
-def _onehot(logits: Tensor, labels: Any) -> Tensor:
-    """Checked integer labels as a one-hot tensor of the logits' shape and dtype (no tape)."""
+def _class_probabilities(logits: Tensor, target: Any) -> Tensor:
+    """The checked target of ``cross_entropy`` as probabilities of the logits' shape and dtype (no
+    tape): integer labels become a one-hot."""
     if not isinstance(logits, Tensor):
         raise InvalidArgumentError(f"cross_entropy takes a tensor of logits first, got a {type(logits).__name__}")
+    values = device_array(target, logits.device, "cross_entropy: the target")
+    if is_integer(values.dtype):
+        return _onehot(logits, values)
+    if not is_floating(values.dtype):
+        raise DTypeError(f"cross_entropy: the target must be integer class indices or floating class probabilities, "
+                         f"got dtype {dtype_name(values.dtype)}. Make labels integers, e.g. "
+                         f"dev.tensor(np.array(labels), dtype='int64').")
+    if tuple(values.shape) != logits.shape:
+        raise ShapeError(f"cross_entropy: a floating target holds class probabilities and needs the logits' shape "
+                         f"{logits.shape}, got {tuple(values.shape)}. For class indices, pass integers of shape "
+                         f"{logits.shape[:-1]}.")
+    xp = logits.device.xp
+    probs = values if values.dtype == logits.dtype else logits.device.count(xp.astype(values, logits.dtype))
+    return Tensor(probs, logits.device)
+
+
+def _onehot(logits: Tensor, index: Any) -> Tensor:
+    """Checked integer labels (a device array) as a one-hot tensor of the logits' shape and dtype."""
     device = logits.device
-    index = device_array(labels, device, "cross_entropy: the labels")
-    kind = dtype_name(index.dtype)
-    if not is_integer(kind):
-        raise DTypeError(f"cross_entropy: labels must be integer class indices, got dtype {kind}. Make them "
-                         f"integers, e.g. dev.tensor(np.array(labels), dtype='int64').")
     if logits.ndim == 0 or tuple(index.shape) != logits.shape[:-1]:
         raise ShapeError(f"cross_entropy: labels of shape {tuple(index.shape)} do not fit logits of shape "
                          f"{logits.shape}; the logits need a class axis last and the labels the shape of the other axes")

@@ -493,11 +493,18 @@ def _logits(new_tape):
     return operand(new_tape, (3, 4))
 
 
-@bad(tk.DTypeError, "cross_entropy: labels must be integer class indices, got dtype float64",
-     "Make them integers", per_policy=True)
+@bad(tk.ShapeError, "cross_entropy: a floating target holds class probabilities and needs the logits' shape (3, 4), "
+     "got (3,)", "pass integers of shape (3,)", per_policy=True)
 def cross_entropy_float_labels(new_tape, tmp):
     logits = _logits(new_tape)
     return (lambda: tk.cross_entropy(logits, np.array([0.0, 1.0, 2.0]))), [logits]
+
+
+@bad(tk.DTypeError, "cross_entropy: the target must be integer class indices or floating class probabilities, "
+     "got dtype bool", "Make labels integers", per_policy=True)
+def cross_entropy_bool_target(new_tape, tmp):
+    logits = _logits(new_tape)
+    return (lambda: tk.cross_entropy(logits, np.array([True, False, True]))), [logits]
 
 
 @bad(tk.IndexingError, ("cross_entropy: labels range from 0 to 4", "the logits have 4 classes"),

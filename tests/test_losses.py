@@ -49,13 +49,33 @@ def test_cross_entropy_matches_the_log_softmax_formula(dev):
     tk.check_grads(lambda t: tk.cross_entropy(t, labels, reduction="sum"), z)
 
 
+def test_cross_entropy_takes_class_probabilities_of_the_logits_shape(dev):
+    logits = np.random.default_rng(2).standard_normal((4, 3))
+    labels = np.array([2, 0, 1, 1])
+    z = dev.tensor(logits, dtype="float64")
+    onehot = np.eye(3)[labels]
+    for reduction in ("mean", "sum"):
+        by_labels = tk.cross_entropy(z.trace(), labels, reduction=reduction)
+        by_onehot = tk.cross_entropy(z.trace(), dev.tensor(onehot, dtype="float64"), reduction=reduction)
+        assert np.isclose(by_labels.item(), by_onehot.item())
+        np.testing.assert_allclose(host(by_labels.backward()[z]), host(by_onehot.backward()[z]), atol=1e-12)
+    soft = np.random.default_rng(3).uniform(0.1, 1.0, (4, 3))  # not normalised: the rule must not assume it
+    expected = -(soft * _np_log_softmax(logits)).sum(-1).mean()
+    assert np.isclose(tk.cross_entropy(z, soft).item(), expected)
+    tk.check_grads(lambda t: tk.cross_entropy(t, soft), z)
+    tk.check_grads(lambda t: tk.cross_entropy(t, soft, reduction="sum"), z)
+
+
 def test_cross_entropy_takes_any_leading_shape_and_one_example(dev):
     logits = np.random.default_rng(1).standard_normal((2, 3, 4))
     labels = np.array([[0, 1, 2], [3, 3, 0]])
     expected = -np.take_along_axis(_np_log_softmax(logits), labels[..., None], -1).mean()
     assert np.isclose(tk.cross_entropy(dev.tensor(logits, dtype="float64"), labels).item(), expected)
-    one = tk.cross_entropy(dev.tensor([1.0, 2.0, 3.0], dtype="float64"), np.array(2))
+    tk.check_grads(lambda t: tk.cross_entropy(t, labels), dev.tensor(logits, dtype="float64"))
+    three = dev.tensor([1.0, 2.0, 3.0], dtype="float64")
+    one = tk.cross_entropy(three, np.array(2))
     assert np.isclose(one.item(), -_np_log_softmax(np.array([1.0, 2.0, 3.0]))[2])
+    tk.check_grads(lambda t: tk.cross_entropy(t, np.array(2), reduction="sum"), three)
 
 
 def test_cross_entropy_is_stable_for_huge_logits(dev):
@@ -68,8 +88,9 @@ def test_cross_entropy_is_stable_for_huge_logits(dev):
 
 
 @pytest.mark.parametrize("labels, error, match", [
-    (np.array([0.0, 1.0]), tk.DTypeError, "integer class indices, got dtype float64"),
-    ([0.5, 1.0], tk.DTypeError, "integer class indices"),
+    (np.array([0.0, 1.0]), tk.ShapeError, r"class probabilities and needs the logits' shape \(2, 3\), got \(2,\)"),
+    ([0.5, 1.0], tk.ShapeError, r"pass integers of shape \(2,\)"),
+    (np.array([True, False]), tk.DTypeError, "integer class indices or floating class probabilities, got dtype bool"),
     (np.array([0, 3]), tk.IndexingError, "labels range from 0 to 3, but the logits have 3 classes"),
     (np.array([-1, 0]), tk.IndexingError, "valid labels: 0 to 2"),
     (np.array([0, 1, 2]), tk.ShapeError, r"labels of shape \(3,\) do not fit logits of shape \(2, 3\)"),

@@ -205,8 +205,7 @@ def test_step_footprint_parameter_tagging_records_only_what_parameters_need(cpu)
 
     mlp = nn.Sequential(nn.Linear(6, 5, device=cpu), nn.ReLU(), nn.Linear(5, 3, device=cpu))
     by_input, by_params = (nn.step_footprint(mlp, x, loss, t) for t in ("input", "parameters"))
-    assert by_input.ops == by_params.ops == ("matmul", "add", "relu", "matmul", "add", "log_softmax", "mul", "sum",
-                                             "mean", "neg")
+    assert by_input.ops == by_params.ops == ("matmul", "add", "relu", "matmul", "add", "cross_entropy")
     normed = nn.Sequential(nn.LayerNorm(6, device=cpu), *mlp)
     by_input, by_params = (nn.step_footprint(normed, x, loss, t) for t in ("input", "parameters"))
     # the normalisation of the input touches no parameter: only input tagging records it
@@ -214,7 +213,7 @@ def test_step_footprint_parameter_tagging_records_only_what_parameters_need(cpu)
     assert by_params.ops == ("mul", "add") + by_input.ops[9:]
     assert by_params.records == by_input.records - 7
     assert by_params.nbytes < by_input.nbytes
-    assert str(by_params).startswith(f"parameters tagging: 12 records, {by_params.nbytes:,} bytes (mul, add, matmul")
+    assert str(by_params).startswith(f"parameters tagging: 8 records, {by_params.nbytes:,} bytes (mul, add, matmul")
     with pytest.raises(tk.InvalidArgumentError, match="tagging"):
         nn.step_footprint(mlp, x, loss, "weights")
 

@@ -11,10 +11,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..devices import Device, dtype_name
+from ..devices import Device, dtype_name, is_integer
 from ..errors import DTypeError, InvalidArgumentError
 from ..ops.core import emit, same
-from ..ops.shape import device_array, is_integer
+from ..ops.shape import device_array
 from ..tensor import Tensor
 from .module import Module, branch, device_or_default
 
@@ -60,7 +60,7 @@ class Embedding(Module):
 
     def forward(self, indices: Any) -> Tensor:
         index = device_array(indices, self.weight.device, "Embedding: the indices")
-        if not is_integer(dtype_name(index.dtype)):
+        if not is_integer(index.dtype):
             raise DTypeError(f"Embedding takes integer indices, got dtype {dtype_name(index.dtype)}; make them with "
                              f"an integer dtype, e.g. dev.tensor(np.array([...]), dtype='int64')")
         flat = Tensor(self.weight.device.xp.reshape(index, (-1,)), self.weight.device)

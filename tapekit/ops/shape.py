@@ -7,7 +7,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..devices import dtype_name
+from ..devices import dtype_name, is_integer
 from ..errors import DeviceMismatchError, DTypeError, IndexingError, ShapeError
 from ..ids import label
 from ..tensor import Tensor
@@ -161,10 +161,10 @@ def _integer_index(key: Any, t: Tensor) -> Any:
     if not isinstance(key, (Tensor, list, np.ndarray)):
         return None
     index = device_array(key, t.device, "an index array")
-    kind = dtype_name(index.dtype)
-    if kind == "bool":
-        raise IndexingError("boolean mask indexing is not differentiable here; use tk.where(mask, t, 0) instead")
-    if not is_integer(kind) or index.ndim != 1:
+    if not is_integer(index.dtype) or index.ndim != 1:
+        kind = dtype_name(index.dtype)
+        if kind == "bool":
+            raise IndexingError("boolean mask indexing is not differentiable here; use tk.where(mask, t, 0) instead")
         raise IndexingError(f"an index array must be 1-D integers, got dtype {kind} and shape {tuple(index.shape)}")
     if t.ndim == 0:
         raise IndexingError("a 0-d tensor cannot be indexed by an array")
@@ -186,10 +186,6 @@ def device_array(key: Any, device: Any, what: str) -> Any:
         raise DeviceMismatchError(f"{what} is on {key.device!r} but the tensor it goes with is on {device!r}; "
                                   f"move it first with .to(device)")
     return key.data
-
-
-def is_integer(dtype_kind: str) -> bool:
-    return dtype_kind.startswith(("int", "uint"))
 
 
 def value_range(index: Any, device: Any) -> tuple[int, int]:
