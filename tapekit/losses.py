@@ -1,6 +1,7 @@
 """Losses: ``mse_loss`` and ``binary_cross_entropy_with_logits`` are built from tapekit's ops, so
-the tape shows each step; ``cross_entropy`` (integer labels) is one op with the classic fused rule,
-``softmax(logits) - onehot``, which is exact and spares the tape four records per step.
+the tape shows each step; ``cross_entropy`` (integer labels or class probabilities) is one op with
+the classic fused rule, ``softmax(logits) - target``, which is exact and spares the tape four records
+per step.
 
 Every argument is checked before anything is recorded. ``reduction`` is ``"mean"`` or ``"sum"``.
 """
