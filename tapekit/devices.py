@@ -61,7 +61,7 @@ def array_nbytes(value: Any) -> int | None:
     """Bytes of ``value`` when it is an array of any namespace, else ``None``."""
     if not isinstance(getattr(value, "shape", None), tuple) or not hasattr(value, "dtype"):
         return None
-    return int(value.size) * _itemsize(value.dtype)
+    return _size_bytes(value)
 
 
 def _shape(shape: int | Sequence[int]) -> tuple[int, ...]:

@@ -25,6 +25,11 @@ def tensor_id(key: Any) -> int:
     return tid
 
 
+def leaf_ids(leaves: Iterable[Any] | None) -> frozenset[int] | None:
+    """The ids of a leaf set given as tensors or ids (``None``: no leaf set, keep all)."""
+    return None if leaves is None else frozenset(map(tensor_id, leaves))
+
+
 class Gradients:
     """Gradient arrays keyed by tensor id: ``grads[t]`` works for ``t`` and every traced handle
     of it, since they share one id.
@@ -39,7 +44,7 @@ class Gradients:
         self._arrays: dict[int, Any] = {}
         self._owned: set[int] = set()  # entries whose arrays Gradients may update in place
         self._clean: set[int] = set()  # owned entries known to hold zeros: backward may write into them
-        self.leaves: frozenset[int] | None = None if leaves is None else frozenset(map(tensor_id, leaves))
+        self.leaves = leaf_ids(leaves)
         self._why: dict[int, str] = {}
         self._ran: Any = None  # a weak reference to the tape whose backward filled these gradients
 

@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from ..devices import array_nbytes
 from ..errors import TapeConsumedError, TapeMovedError
-from ..gradients import Gradients
+from ..gradients import Gradients, leaf_ids
 from ..ids import label
 
 LOCK = threading.RLock()  # guards every change to a tape that several holders share
@@ -97,7 +97,7 @@ class Tape:
         if grads is None:
             grads = Gradients(leaves=leaves)
         elif leaves is not None:
-            grads.leaves = Gradients(leaves=leaves).leaves
+            grads.leaves = leaf_ids(leaves)
         self._records: list[Record] = []
         self._foreign: list[Record] = []  # parents of this tape's records that lived elsewhere when recorded
         self._grads = grads
