@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 from pathlib import Path
@@ -30,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
 
     sizes = suite.SMOKE if args.smoke else suite.FULL
     if args.repeats is not None:
-        sizes = suite.Sizes(**{**sizes.__dict__, "repeats": args.repeats})
+        sizes = dataclasses.replace(sizes, repeats=args.repeats)
     peers = find_peers(wanted=not args.no_peers, threads=args.threads)
     before = os.getloadavg()[0]
     about = machine.describe(peers, args.threads)

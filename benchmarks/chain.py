@@ -6,6 +6,7 @@ the loss is ``h.sum()``. Every contender returns the gradients of ``x`` and ``w`
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import numpy as np
@@ -13,7 +14,7 @@ import numpy as np
 import tapekit as tk
 
 from .measure import Contender
-from .peers import Peer
+from .peers import Peer, installed
 
 
 def inputs(shape: tuple[int, ...], seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -110,12 +111,9 @@ def mygrad(x0: np.ndarray, w0: np.ndarray, n: int, peer: Peer) -> Contender:
     return Contender(peer.title, run)
 
 
-PEER_CONTENDERS = {"torch": torch, "autograd": autograd, "mygrad": mygrad}
-
-
 def contenders(n: int, shape: tuple[int, ...], peers: dict[str, Peer],
                policies: tuple[type[tk.Tape], ...] = (tk.OwnedTape, tk.UnionTape)) -> list[Contender]:
     """The floor first, then tapekit under each policy, then every installed peer."""
     x0, w0 = inputs(shape)
     found = [floor(x0, w0, n)] + [tapekit(x0, w0, n, p) for p in policies]
-    return found + [make(x0, w0, n, peers[key]) for key, make in PEER_CONTENDERS.items() if peers[key].present]
+    return found + installed(sys.modules[__name__], peers, x0, w0, n)

@@ -9,6 +9,7 @@ gradients of all inputs (zeros for an input no output depends on).
 from __future__ import annotations
 
 import random
+import sys
 from typing import Any
 
 import numpy as np
@@ -16,7 +17,7 @@ import numpy as np
 import tapekit as tk
 
 from .measure import Contender
-from .peers import Peer
+from .peers import Peer, installed
 
 Step = tuple[str, int, int]  # (op, a, b): node ``len(inputs) + i`` is op(node a, node b)
 
@@ -46,9 +47,7 @@ def floor(xs: list[np.ndarray], steps: list[Step], outs: list[int]) -> Contender
     no output reached."""
 
     def run() -> list[np.ndarray]:
-        vals = list(xs)
-        for op, a, b in steps:
-            vals.append(vals[a] + vals[b] if op == "add" else vals[a] * vals[b] if op == "mul" else np.tanh(vals[a]))
+        vals = _forward(list(xs), steps, np.tanh)
         grads: list[Any] = [None] * len(vals)
         for o in outs:
             grads[o] = np.ones_like(vals[o])
@@ -137,12 +136,9 @@ def mygrad(xs: list[np.ndarray], steps: list[Step], outs: list[int], peer: Peer)
     return Contender(peer.title, run)
 
 
-PEER_CONTENDERS = {"torch": torch, "autograd": autograd, "mygrad": mygrad}
-
-
 def contenders(inputs: int, ops: int, outputs: int, shape: tuple[int, ...], peers: dict[str, Peer]) -> list[Contender]:
     """The floor first, then tapekit under UnionTape and GlobalTape, then every installed peer."""
     steps, outs = program(inputs, ops, outputs)
     xs = values(inputs, shape)
     found = [floor(xs, steps, outs)] + [tapekit(xs, steps, outs, p) for p in (tk.UnionTape, tk.GlobalTape)]
-    return found + [make(xs, steps, outs, peers[key]) for key, make in PEER_CONTENDERS.items() if peers[key].present]
+    return found + installed(sys.modules[__name__], peers, xs, steps, outs)

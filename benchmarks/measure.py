@@ -7,6 +7,7 @@ the same repeat.
 
 from __future__ import annotations
 
+import functools
 import gc
 import statistics
 import time
@@ -26,9 +27,14 @@ class Contender:
     memory: bool = True  # False where tracemalloc cannot see the allocations (PyTorch's C++ heap)
     setup: Callable[[], Any] | None = None
 
+    def prepare(self) -> Callable[[], Any]:
+        """A fresh state made now, and the run bound to it: a call of what this returns is one run
+        (without ``setup``, the run itself)."""
+        return self.run if self.setup is None else functools.partial(self.run, self.setup())
+
     def once(self) -> Any:
         """One run with a fresh state, whole (for checks and warm-ups)."""
-        return self.run() if self.setup is None else self.run(self.setup())
+        return self.prepare()()
 
 
 @dataclass
@@ -45,6 +51,10 @@ class Case:
     memory: bool = False  # also measure peak memory
     time: bool = True  # False: measure peak memory only
     collector: bool = True  # False: Python's cyclic garbage collector is paused while a run is timed
+
+    def shown(self, seconds: Spread) -> float:
+        """The median of ``seconds`` in the case's unit."""
+        return seconds.median / self.per * self.scale
 
 
 @dataclass
@@ -75,6 +85,16 @@ class Result:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+def first_line(err: BaseException, width: int = 80) -> str:
+    """The error's type and the first line of its message, cut to ``width`` characters."""
+    return f"{type(err).__name__}: {(str(err).splitlines() or [''])[0][:width]}"
+
+
+def failure(err: BaseException) -> str:
+    """The note of a contender that raised ``err``."""
+    return f"failed: {first_line(err)}"
+
+
 class CollectorClock:
     """Seconds Python's cyclic garbage collector ran while this clock was installed."""
 
@@ -99,13 +119,13 @@ class CollectorClock:
 def _timed(c: Contender, collector: bool) -> tuple[float, float]:
     """Seconds one run of ``c`` took, and how many of them the garbage collector ran; with
     ``collector=False`` the collector is paused during the run."""
-    state = c.setup() if c.setup is not None else None
+    step = c.prepare()
     if not collector:
         gc.disable()
     try:
         with CollectorClock() as clock:
             start = time.perf_counter()
-            c.run() if c.setup is None else c.run(state)
+            step()
             seconds = time.perf_counter() - start
     finally:
         gc.enable()
@@ -126,7 +146,7 @@ def time_interleaved(case: str, contenders: Sequence[Contender], repeats: int, c
             c.once()  # warm-up
             live.append(c)
         except Exception as err:  # a peer that cannot run this case is reported, not guessed
-            results[c.name].note = f"failed: {type(err).__name__}: {str(err).splitlines()[0][:80]}"
+            results[c.name].note = failure(err)
     if not live or live[0] is not contenders[0]:
         raise RuntimeError(f"{case}: the floor {contenders[0].name} failed: {results[contenders[0].name].note}")
     times: dict[str, list[tuple[float, float]]] = {c.name: [] for c in live}
@@ -177,7 +197,7 @@ def memory_ratios(case: str, contenders: Sequence[Contender], collect: bool = Tr
             except Exception as err:
                 if floor is None:
                     raise
-                result.note = f"failed: {type(err).__name__}: {str(err).splitlines()[0][:80]}"
+                result.note = failure(err)
             else:
                 floor = peak if floor is None else floor
                 result.extra["peak_bytes"] = peak

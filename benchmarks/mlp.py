@@ -7,6 +7,7 @@ the gradients of the step, in the order W1, b1, W2, b2, W3, b3.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import numpy as np
@@ -14,7 +15,7 @@ import numpy as np
 import tapekit as tk
 
 from .measure import Contender
-from .peers import Peer
+from .peers import Peer, installed
 
 LR = 0.01
 
@@ -145,12 +146,8 @@ def mygrad(params: list[np.ndarray], x: np.ndarray, onehot: np.ndarray, peer: Pe
     return Contender(peer.title, run)
 
 
-PEER_CONTENDERS = {"torch": torch, "autograd": autograd, "mygrad": mygrad}
-
-
 def contenders(batch: int, dims: tuple[int, ...], peers: dict[str, Peer]) -> list[Contender]:
     """The floor first, then tapekit, then every installed peer."""
     params, x, onehot = problem(batch, dims)
     found = [floor(params, x, onehot), tapekit(params, x, onehot)]
-    return found + [make(params, x, onehot, peers[key]) for key, make in PEER_CONTENDERS.items()
-                    if peers[key].present]
+    return found + installed(sys.modules[__name__], peers, params, x, onehot)

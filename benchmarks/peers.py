@@ -9,7 +9,10 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
+
+from .measure import Contender, first_line
 
 PEERS = {
     "torch": "PyTorch eager (CPU)",
@@ -22,7 +25,6 @@ PEERS = {
 class Peer:
     """An importable peer library, or why it is absent."""
 
-    key: str
     title: str
     module: Any = None
     version: str = ""
@@ -38,7 +40,7 @@ def find_peers(wanted: bool = True, threads: int = 0) -> dict[str, Peer]:
     ``threads``: how many threads PyTorch computes with (0: its default)."""
     peers = {}
     for key, title in PEERS.items():
-        peer = Peer(key, title)
+        peer = Peer(title)
         if not wanted:
             peer.absent = "not requested (--no-peers)"
         else:
@@ -46,8 +48,14 @@ def find_peers(wanted: bool = True, threads: int = 0) -> dict[str, Peer]:
                 peer.module = importlib.import_module(key)
                 peer.version = importlib.metadata.version(key)
             except Exception as err:  # ImportError, or a broken install
-                peer.absent = f"absent ({type(err).__name__}: {str(err).splitlines()[0][:60]})"
+                peer.absent = f"absent ({first_line(err, 60)})"
         if key == "torch" and peer.present and threads:
             peer.module.set_num_threads(threads)
         peers[key] = peer
     return peers
+
+
+def installed(module: ModuleType, peers: dict[str, Peer], *args: Any) -> list[Contender]:
+    """The contenders of every installed peer for one case, in the order of ``PEERS``: each workload
+    module has a function per peer, named by its key, that takes the case's arguments and the peer."""
+    return [getattr(module, key)(*args, peers[key]) for key in PEERS if peers[key].present]

@@ -11,15 +11,12 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
-from .report import Done  # noqa: E402
+from .report import Done, contender_names  # noqa: E402
 
 
 def _colours(done: Done) -> dict[str, str]:
     """One colour per contender, the same in every panel."""
-    names: list[str] = []
-    for _, results in done:
-        names += [r.contender for r in results if r.contender not in names]
-    return {name: f"C{i}" for i, name in enumerate(names)}
+    return {name: f"C{i}" for i, name in enumerate(contender_names(done))}
 
 
 def _log_axis(axis, unit: str, subs: tuple[float, ...] = (1.0, 2.0, 5.0)) -> None:
@@ -31,9 +28,7 @@ def _log_axis(axis, unit: str, subs: tuple[float, ...] = (1.0, 2.0, 5.0)) -> Non
 def _ratio_bars(ax, done: Done, workloads: tuple[str, ...], title: str, colours: dict[str, str]) -> None:
     """One group of bars per case, one bar per contender: its ratio to the floor (log scale)."""
     cases = [(case, results) for case, results in done if case.workload in workloads]
-    names = []
-    for _, results in cases:
-        names += [r.contender for r in results if r.contender not in names and r.contender != "numpy floor"]
+    names = contender_names(cases, floor=False)
     width = 0.8 / max(len(names), 1)
     highest = 1.0
     for i, name in enumerate(names):
@@ -64,7 +59,7 @@ def _lines(ax, done: Done, workload: str, title: str, xlabel: str, colours: dict
             size = case.per
             for r in results:
                 if r.seconds is not None:
-                    series[r.contender].append((size, r.seconds.median / case.per * case.scale))
+                    series[r.contender].append((size, case.shown(r.seconds)))
     for name, points in series.items():
         xs, ys = zip(*points)
         ax.plot(xs, ys, marker="o", label=name, color=colours[name])

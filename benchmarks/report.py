@@ -7,10 +7,11 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from .measure import Case, Result
+from .peers import PEERS
 
 Done = Sequence[tuple[Case, list[Result]]]
+FLOOR = "numpy floor"
 TAPEKIT = "tapekit OwnedTape"  # the policy ``x.trace()`` gives: the one the targets are for
-TORCH = "PyTorch eager (CPU)"
 
 
 @dataclass
@@ -28,8 +29,13 @@ def _find(done: Done, workload: str, contender: str) -> list[tuple[Case, Result]
             for r in results if r.contender == contender]
 
 
-def _time(case: Case, spread) -> float:
-    return spread.median / case.per * case.scale
+def contender_names(done: Done, floor: bool = True) -> list[str]:
+    """Every contender's name once, in the order they first appear, but tapekit's policies before
+    the peers (and the floor first, unless ``floor=False`` leaves it out)."""
+    names: list[str] = []
+    for _, results in done:
+        names += [r.contender for r in results if r.contender not in names and (floor or r.contender != FLOOR)]
+    return sorted(names, key=lambda name: (name != FLOOR, not name.startswith("tapekit")))
 
 
 def targets(done: Done) -> list[Target]:
@@ -39,9 +45,9 @@ def targets(done: Done) -> list[Target]:
     if w1:
         case, r = w1[0]
         found.append(Target("W1", "at most 3x the numpy floor", f"{r.ratio.median:.2f}x", r.ratio.median <= 3))
-        torch = [t for _, t in _find(done, "W1", TORCH) if t.seconds]
+        torch = [t for _, t in _find(done, "W1", PEERS["torch"]) if t.seconds]
         found.append(Target("W1", "faster than PyTorch eager",
-                            f"{_time(case, r.seconds):.2f} vs {_time(case, torch[0].seconds):.2f} µs/op" if torch
+                            f"{case.shown(r.seconds):.2f} vs {case.shown(torch[0].seconds):.2f} µs/op" if torch
                             else "PyTorch absent", r.seconds.median < torch[0].seconds.median if torch else None))
     for case, r in _find(done, "W2", TAPEKIT):
         batch = int(case.short.split()[-1])
@@ -49,11 +55,12 @@ def targets(done: Done) -> list[Target]:
         if r.ratio:
             found.append(Target("W2", f"batch {batch}: at most {limit}x the floor", f"{r.ratio.median:.2f}x",
                                 r.ratio.median <= limit))
-    w4 = [(c, r) for c, r in _find(done, "W4", TAPEKIT)]
+    w4 = _find(done, "W4", TAPEKIT)
     if w4:
+        ok = [(c, r) for c, r in w4 if r.seconds]
         failed = [r.note for _, r in w4 if not r.seconds]
-        per_op = [_time(c, r.seconds) for c, r in w4 if r.seconds]
-        own = [t * (1 - r.extra["collector"].median) for t, (_, r) in zip(per_op, w4)]
+        per_op = [c.shown(r.seconds) for c, r in ok]
+        own = [c.shown(r.seconds) * (1 - r.extra["collector"].median) for c, r in ok]
         growth = per_op[-1] / per_op[0] if len(per_op) > 1 else 1.0
         found.append(Target("W4", "linear in the chain length, no recursion error",
                             "; ".join(failed) or f"{' -> '.join(f'{t:.2f}' for t in per_op)} µs/op ({growth:.2f}x); "
@@ -71,7 +78,7 @@ def targets(done: Done) -> list[Target]:
     w6 = [(c, r) for c, r in _find(done, "W6", "tapekit UnionTape") if r.seconds]
     if len(w6) > 1:
         (small, r_small), (big, r_big) = w6[0], w6[-1]
-        first, last = _time(small, r_small.seconds), _time(big, r_big.seconds)
+        first, last = small.shown(r_small.seconds), big.shown(r_big.seconds)
         found.append(Target("W6", "UnionTape merge cost flat in k",
                             f"{first:.2f} -> {last:.2f} µs/merge ({last / first:.2f}x)", last / first <= 1.5))
     return found
@@ -79,7 +86,7 @@ def targets(done: Done) -> list[Target]:
 
 def _cell(case: Case, r: Result) -> tuple[str, str, str]:
     if case.time and r.seconds:
-        time = f"{_time(case, r.seconds):,.2f} {case.unit}"
+        time = f"{case.shown(r.seconds):,.2f} {case.unit}"
         share = r.extra["collector"].median
         if share >= 0.1:
             time += f" (garbage collector {share:.0%})"
@@ -99,18 +106,14 @@ def _cell(case: Case, r: Result) -> tuple[str, str, str]:
 def summary(done: Done) -> list[str]:
     """One row per case, one column per contender: the median ratio to the floor (for W5, of
     peak memory), or why there is none."""
-    names: list[str] = []
-    for _, results in done:
-        names += [r.contender for r in results if r.contender not in names and r.contender != "numpy floor"]
-    names.sort(key=lambda name: not name.startswith("tapekit"))  # tapekit's policies first, then the peers
+    names = contender_names(done, floor=False)
     lines = ["| workload | case | " + " | ".join(names) + " |", "|---|---|" + "---|" * len(names)]
     for case, results in done:
         by_name = {r.contender: r for r in results}
         cells = []
         for name in names:
             r = by_name.get(name)
-            cells.append("" if r is None else f"{r.ratio.median:.2f}x" if r.ratio else
-                         "absent" if r.note.startswith("absent") else "—")
+            cells.append("" if r is None else f"{r.ratio.median:.2f}x" if r.ratio else "—")
         lines.append(f"| {case.workload} | {case.short} | " + " | ".join(cells) + " |")
     return lines
 

@@ -10,7 +10,7 @@ import numpy as np
 import tapekit as tk
 
 from . import chain, dag, merges, mlp
-from .measure import Case, Result, memory_ratios, time_interleaved
+from .measure import Case, Result, failure, memory_ratios, time_interleaved
 from .peers import Peer
 
 
@@ -70,7 +70,7 @@ def check(case: Case) -> dict[str, str]:
         except Exception as err:
             if c.name.startswith("tapekit"):
                 raise
-            notes[c.name] = f"failed: {type(err).__name__}: {str(err).splitlines()[0][:80]}"
+            notes[c.name] = failure(err)
             continue
         same = len(got) == len(expected) and all(
             g.shape == e.shape and np.allclose(g, e, rtol=1e-3, atol=1e-5) for g, e in zip(got, expected))
