@@ -18,6 +18,7 @@ from .nn.module import branch
 from .devices import dtype_name, is_floating, is_integer
 from .ops import logsumexp, stack
 from .ops.core import emit
+from .ops.reduce import stable_log_softmax
 from .ops.shape import device_array, value_range
 from .tensor import Tensor
 
@@ -42,8 +43,7 @@ def cross_entropy(logits: Tensor, target: Any, reduction: str = "mean") -> Tenso
     _check_reduction(reduction, "cross_entropy")
     probs = _class_probabilities(logits, target)
     xp, x, t = logits.device.xp, logits.data, probs.data
-    shifted = x - xp.max(x, axis=-1, keepdims=True)
-    logp = shifted - xp.log(xp.sum(xp.exp(shifted), axis=-1, keepdims=True))
+    logp = stable_log_softmax(xp, x, -1)
     n = math.prod(logits.shape[:-1]) if reduction == "mean" else 1
     return emit("cross_entropy", -xp.sum(logp * t) / n, (logits, probs), (_cross_entropy_grad, None),
                 (xp, logp, t, n), logits.device)

@@ -76,6 +76,11 @@ def softmax(xp, x, axis: int = -1):
 @unary(lambda g, xp, y, ax: g - xp.exp(y) * xp.sum(g, axis=ax, keepdims=True))
 def log_softmax(xp, x, axis: int = -1):
     (ax,) = normalize_axes(axis, x.ndim, "log_softmax")
-    shifted = x - xp.max(x, axis=ax, keepdims=True)
-    y = shifted - xp.log(xp.sum(xp.exp(shifted), axis=ax, keepdims=True))
+    y = stable_log_softmax(xp, x, ax)
     return y, (xp, y, ax)
+
+
+def stable_log_softmax(xp: Any, x: Any, axis: int) -> Any:
+    """``log softmax(x)`` along ``axis`` of an array, shifted by the maximum so it never overflows."""
+    shifted = x - xp.max(x, axis=axis, keepdims=True)
+    return shifted - xp.log(xp.sum(xp.exp(shifted), axis=axis, keepdims=True))
