@@ -113,8 +113,9 @@ class Dropout(Module):
         return f"p={self.p}"
 
 
-def _zeros_like(g: Any, xp: Any, x: Any) -> Any:
-    return xp.zeros_like(x)
+def _zeros(g: Any, device: Any, shape: tuple[int, ...], dtype: Any) -> Any:
+    """The input's gradient: zeros, since the output ignores its values (only its shape is kept)."""
+    return device.xp.zeros(shape, dtype=dtype, **device._placement())
 
 
 class Constant(Module):
@@ -133,7 +134,7 @@ class Constant(Module):
         # one op whose operands are the parameter and the input: its output takes their merged tape
         # like any op's, and the input's gradient is zero since its values are ignored
         return emit("broadcast_to", xp.broadcast_to(value.data, value.shape), (value, x),
-                    (same, _zeros_like), (xp, x.data), value.device)
+                    (same, _zeros), (value.device, x.shape, x.dtype), value.device)
 
     def extra_repr(self) -> str:
         return f"shape={self.value.shape}"
