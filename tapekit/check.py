@@ -50,7 +50,7 @@ def check_grads(f: Callable[..., Tensor], *inputs: Tensor, eps: float = 1e-6, at
     grads = backward([out], [device.tensor(weights, dtype="float64")])
 
     def value(i: int, point: np.ndarray) -> float:
-        args = [device.tensor(point if j == i else p, dtype="float64") for j, p in enumerate(points)]
+        args = [device.tensor(point, dtype="float64") if j == i else c for j, c in enumerate(consts)]
         return float(np.sum(f(*args).numpy() * weights))
 
     worst = GradCheck(True, 0, (), 0.0, 0.0, -1.0)

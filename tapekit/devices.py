@@ -124,7 +124,8 @@ class Device:
         return self.xp.asarray(array)
 
     def to_numpy(self, array: Any) -> np.ndarray:
-        """Copy an array of this device to a numpy array on the host."""
+        """An array of this device as a numpy array on the host (a copy, except on numpy's CPU, where it
+        is the storage itself)."""
         return np.asarray(array)
 
     def index_add(self, shape: tuple[int, ...], index: Any, values: Any) -> Any:
@@ -206,6 +207,8 @@ class Cpu(Device):
         if backend == "numpy":
             self.xp = np
             self._device = None
+            self.takes_out = True
+            self.nbytes_of = _nbytes
         elif backend == "strict":
             try:
                 import array_api_strict
@@ -218,9 +221,6 @@ class Cpu(Device):
             raise InvalidArgumentError(f"unknown backend {backend!r}; use 'numpy' or 'strict'")
         self.backend = backend
         self.where = where
-        self.takes_out = backend == "numpy"
-        if backend == "numpy":
-            self.nbytes_of = _nbytes
 
     @property
     def place(self) -> tuple:
