@@ -5,6 +5,10 @@ Each message says what happened and what to do about it.
 
 from __future__ import annotations
 
+import math
+import numbers
+from typing import Callable
+
 
 class TapekitError(Exception):
     """Base class of every error raised by tapekit."""
@@ -75,3 +79,11 @@ class ModelFileError(TapekitError, ValueError):
 
 class IncompleteTapeWarning(UserWarning):
     """A backward cannot see part of its output's history: some gradients will be missing."""
+
+
+def checked_number(value: object, name: str, ok: Callable[[float], bool], wanted: str) -> float:
+    """``value`` as a float when it is a finite real number (not a bool) that ``ok`` accepts;
+    otherwise ``InvalidArgumentError`` saying what ``name`` must be."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or not ok(value):
+        raise InvalidArgumentError(f"{name} must be {wanted}, got {value!r}")
+    return float(value)

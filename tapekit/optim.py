@@ -8,11 +8,9 @@ A parameter missing from ``grads`` does not stop the others from updating; the c
 
 from __future__ import annotations
 
-import math
-import numbers
 from typing import Any
 
-from .errors import InvalidArgumentError, ShapeError, UnusedParamsError
+from .errors import InvalidArgumentError, ShapeError, UnusedParamsError, checked_number
 from .gradients import Gradients
 from .nn.module import Module
 from .tensor import Tensor
@@ -24,8 +22,8 @@ class Optimizer:
     def __init__(self, model: Module, lr: float, weight_decay: float) -> None:
         if not isinstance(model, Module):
             raise InvalidArgumentError(f"an optimizer takes the model to train, got a {type(model).__name__}")
-        self.lr = _check(lr, "lr", lambda v: v > 0, "a positive number")
-        self.weight_decay = _check(weight_decay, "weight_decay", lambda v: v >= 0, "a number, 0 or more")
+        self.lr = checked_number(lr, "lr", lambda v: v > 0, "a positive number")
+        self.weight_decay = checked_number(weight_decay, "weight_decay", lambda v: v >= 0, "a number, 0 or more")
         self._state: dict[int, dict[str, Any]] = {}  # per parameter id, made at its first update
 
     def update(self, model: Module, grads: Gradients) -> None:
@@ -70,7 +68,7 @@ class Sgd(Optimizer):
 
     def __init__(self, model: Module, lr: float, momentum: float = 0.0, nesterov: bool = False,
                  weight_decay: float = 0.0) -> None:
-        self.momentum = _check(momentum, "momentum", lambda v: v >= 0, "a number, 0 or more")
+        self.momentum = checked_number(momentum, "momentum", lambda v: v >= 0, "a number, 0 or more")
         if nesterov and not self.momentum:
             raise InvalidArgumentError("nesterov=True needs a positive momentum")
         self.nesterov = bool(nesterov)
@@ -99,8 +97,8 @@ class Adam(Optimizer):
                  eps: float = 1e-8, weight_decay: float = 0.0) -> None:
         if len(betas) != 2:
             raise InvalidArgumentError(f"betas must be two numbers, got {betas!r}")
-        self.betas = tuple(_check(b, "betas", lambda v: 0 <= v < 1, "a number in [0, 1)") for b in betas)
-        self.eps = _check(eps, "eps", lambda v: v > 0, "a positive number")
+        self.betas = tuple(checked_number(b, "betas", lambda v: 0 <= v < 1, "a number in [0, 1)") for b in betas)
+        self.eps = checked_number(eps, "eps", lambda v: v > 0, "a positive number")
         super().__init__(model, lr, weight_decay)
 
     def _init_state(self, p: Tensor) -> dict[str, Any]:
@@ -118,9 +116,3 @@ class Adam(Optimizer):
 
     def __repr__(self) -> str:
         return f"Adam(lr={self.lr}, betas={self.betas}, eps={self.eps}, weight_decay={self.weight_decay})"
-
-
-def _check(value: Any, name: str, ok: Any, wanted: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or not ok(value):
-        raise InvalidArgumentError(f"{name} must be {wanted}, got {value!r}")
-    return float(value)

@@ -151,6 +151,11 @@ def test_bad_constructor_arguments_raise_clear_errors(cpu):
         nn.Sequential(nn.ReLU(), 3)
     with pytest.raises(tk.InvalidArgumentError, match="eps"):
         nn.LayerNorm(3, eps=0)
+    for eps in (True, float("inf"), "1e-5"):
+        with pytest.raises(tk.InvalidArgumentError, match="LayerNorm's eps must be a positive number"):
+            nn.LayerNorm(3, eps=eps)
+    with pytest.raises(tk.InvalidArgumentError, match=r"Dropout's p must be a number in \[0, 1\), got '0.5'"):
+        nn.Dropout("0.5")
 
 
 # -- tagging ----------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..devices import Device, dtype_name, is_integer
-from ..errors import DTypeError, InvalidArgumentError
+from ..errors import DTypeError, InvalidArgumentError, checked_number
 from ..ops.core import emit, same
 from ..ops.shape import device_array
 from ..tensor import Tensor
@@ -77,9 +77,7 @@ class LayerNorm(Module):
 
     def __init__(self, dim: int, eps: float = 1e-5, device: Device | None = None, dtype: Any = None) -> None:
         self.dim = _positive("dim", dim)
-        if not eps > 0:
-            raise InvalidArgumentError(f"eps must be positive, got {eps!r}")
-        self.eps = float(eps)
+        self.eps = checked_number(eps, "LayerNorm's eps", lambda v: v > 0, "a positive number")
         dev = device_or_default(device)
         self.weight = dev.ones((dim,), dtype=dtype)
         self.bias = dev.zeros((dim,), dtype=dtype)
@@ -99,9 +97,7 @@ class Dropout(Module):
     (masks come from the input's device generator); in evaluation mode, the identity."""
 
     def __init__(self, p: float = 0.5) -> None:
-        if not 0 <= p < 1:
-            raise InvalidArgumentError(f"Dropout needs 0 <= p < 1, got {p!r}")
-        self.p = float(p)
+        self.p = checked_number(p, "Dropout's p", lambda v: 0 <= v < 1, "a number in [0, 1)")
 
     def forward(self, x: Tensor) -> Tensor:
         if not self.training or self.p == 0:
