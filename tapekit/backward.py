@@ -111,7 +111,7 @@ def _run(records: list[Record], grads: Gradients, outputs: Sequence[Tensor], see
             if gi is not g:
                 fresh += 1
                 fresh_bytes += nbytes_of(gi)
-            old = get(tid)
+            old = get(tid)  # Gradients.accumulate's two common cases, inline on the hot path
             if old is None:
                 arrays[tid] = gi
             elif tid in inplace and old.dtype == gi.dtype:

@@ -13,7 +13,7 @@ from .global_ import GlobalTape, _active, active_global
 def operand_tapes(inputs: Sequence[Any], op: str) -> Sequence[Tape]:
     """The tapes an op will merge, checked: none spent, one policy. Changes nothing."""
     tape = None
-    for t in inputs:  # the common case first: one tape among the operands, no GlobalTape block
+    for t in inputs:  # handles of tapes that are already one count once; anything else is checked in full
         other = getattr(t, "_tape", None)
         if other is None or other is tape:
             continue
