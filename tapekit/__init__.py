@@ -1,10 +1,10 @@
 """tapekit: reverse-mode autodiff whose gradient tape is a first-class, swappable, visible object."""
 
 from .backward import backward
-from .check import GradCheck, GradientCheckError, check_grads
+from .check import GradCheck, check_grads
 from .devices import Cpu, Cuda, Device
 from .errors import (AxisError, BackwardError, DeviceMismatchError, DeviceUnavailableError, DTypeError,
-                     IncompleteTapeWarning, IndexingError, InvalidArgumentError, MissingGradientError,
+                     GradientCheckError, IncompleteTapeWarning, IndexingError, InvalidArgumentError, MissingGradientError,
                      ModelFileError, ShapeError, TapeConsumedError, TapeError, TapekitError, TapeMovedError,
                      TapePolicyError, UnusedParamsError)
 from .gradients import Gradients

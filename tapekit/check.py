@@ -7,12 +7,10 @@ from typing import Callable
 
 import numpy as np
 
-from .errors import TapekitError
+from .backward import backward
+from .errors import GradientCheckError
+from .tapes import UnionTape
 from .tensor import Tensor
-
-
-class GradientCheckError(TapekitError, AssertionError):
-    """Analytic and numerical gradients disagree."""
 
 
 @dataclass(frozen=True)
@@ -39,8 +37,6 @@ def check_grads(f: Callable[..., Tensor], *inputs: Tensor, eps: float = 1e-6, at
     A one-value output is used as is; a larger one is projected on fixed random weights. Returns the worst
     mismatch; raises ``GradientCheckError`` when it is beyond ``atol + rtol * |numeric|``.
     """
-    from .tapes import UnionTape
-    from .backward import backward
     device = inputs[0].device
     points = [t.numpy().astype(np.float64) for t in inputs]
     consts = [device.tensor(p, dtype="float64") for p in points]

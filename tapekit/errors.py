@@ -81,6 +81,10 @@ class IncompleteTapeWarning(UserWarning):
     """A backward cannot see part of its output's history: some gradients will be missing."""
 
 
+class GradientCheckError(TapekitError, AssertionError):
+    """Analytic and numerical gradients disagree (``tk.check_grads``)."""
+
+
 def checked_number(value: object, name: str, ok: Callable[[float], bool], wanted: str) -> float:
     """``value`` as a float when it is a finite real number (not a bool) that ``ok`` accepts;
     otherwise ``InvalidArgumentError`` saying what ``name`` must be."""
