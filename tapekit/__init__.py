@@ -4,9 +4,9 @@ from .backward import backward
 from .check import GradCheck, check_grads
 from .devices import Cpu, Cuda, Device
 from .errors import (AxisError, BackwardError, DeviceMismatchError, DeviceUnavailableError, DTypeError,
-                     GradientCheckError, IncompleteTapeWarning, IndexingError, InvalidArgumentError, MissingGradientError,
-                     ModelFileError, ShapeError, TapeConsumedError, TapeError, TapekitError, TapeMovedError,
-                     TapePolicyError, UnusedParamsError)
+                     GradientCheckError, IncompleteTapeWarning, IndexingError, InvalidArgumentError,
+                     MissingGradientError, ModelFileError, ShapeError, TapeConsumedError, TapeError, TapekitError,
+                     TapeMovedError, TapePolicyError, UnusedParamsError)
 from .gradients import Gradients
 from .inspect import explain, tapes
 from .losses import binary_cross_entropy_with_logits, cross_entropy, mse_loss
