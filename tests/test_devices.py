@@ -65,12 +65,8 @@ def test_two_numpy_devices_share_storage():
 
 
 def test_cuda_without_a_gpu_says_so():
-    try:
-        import cupy  # noqa: F401
-        if cupy.cuda.is_available():
-            pytest.skip("a GPU is present: the GPU suite covers tk.Cuda")
-    except ImportError:
-        pass
+    if "cuda" in DEVICE_KINDS:
+        pytest.skip("a GPU is present: the GPU suite covers tk.Cuda")
     with pytest.raises(tk.DeviceUnavailableError, match="CuPy|GPU"):
         tk.Cuda()
 

@@ -8,7 +8,7 @@ import tapekit as tk
 from benchmarks import gpu
 
 
-def test_training_step_learns_on_the_cpu(capsys):
+def test_training_step_learns_on_the_cpu():
     step = gpu.step_timer(tk.Cpu(seed=0), batch=32, dims=(6, 8, 3), sync=lambda: None)
     first = step()
     for _ in range(20):

@@ -19,11 +19,6 @@ from tapekit.ops.core import binary
 engine = sys.modules["tapekit.backward"]
 
 
-@pytest.fixture
-def dev() -> tk.Device:
-    return tk.Cpu(seed=0)
-
-
 def spied_mul(calls: list[str]):
     """``x * y`` whose rules note which operand's gradient they computed."""
 
@@ -34,10 +29,10 @@ def spied_mul(calls: list[str]):
     return spy
 
 
-def test_a_leaf_set_skips_the_gradient_of_an_operand_no_op_made(dev) -> None:
+def test_a_leaf_set_skips_the_gradient_of_an_operand_no_op_made(cpu) -> None:
     calls: list[str] = []
     mul = spied_mul(calls)
-    batch, w = dev.tensor([1.0, 2.0]), dev.tensor([3.0, 4.0])
+    batch, w = cpu.tensor([1.0, 2.0]), cpu.tensor([3.0, 4.0])
     g = mul(batch, w.trace(tk.OwnedTape(leaves=[w]))).sum().backward()
     assert calls == ["y"]
     assert np.allclose(g[w], [1.0, 2.0]) and batch not in g
@@ -47,10 +42,10 @@ def test_a_leaf_set_skips_the_gradient_of_an_operand_no_op_made(dev) -> None:
     assert sorted(calls) == ["x", "y"] and np.allclose(g[batch], [3.0, 4.0])
 
 
-def test_a_leaf_set_still_runs_rules_on_the_way_to_a_leaf(dev) -> None:
+def test_a_leaf_set_still_runs_rules_on_the_way_to_a_leaf(cpu) -> None:
     calls: list[str] = []
     mul = spied_mul(calls)
-    x, w = dev.tensor([0.5, -1.0]), dev.tensor([2.0, 3.0])
+    x, w = cpu.tensor([0.5, -1.0]), cpu.tensor([2.0, 3.0])
     h = x.trace(tk.OwnedTape(leaves=[x])).tanh()  # h is no leaf, but x's gradient passes through it
     g = mul(h, w).sum().backward()
     assert calls == ["x"]
@@ -78,8 +73,8 @@ def _backward_peak(dev: tk.Device, leaves: bool) -> int:
     return peak - before
 
 
-def test_a_leaf_set_lets_go_of_used_entries_during_backward(dev) -> None:
-    kept, let_go = _backward_peak(dev, leaves=False), _backward_peak(dev, leaves=True)
+def test_a_leaf_set_lets_go_of_used_entries_during_backward(cpu) -> None:
+    kept, let_go = _backward_peak(cpu, leaves=False), _backward_peak(cpu, leaves=True)
     one = 256 * 256 * 4
     assert kept > 10 * one  # every tanh output keeps its gradient entry to the end
     assert let_go < 4 * one  # only the entries still in use
@@ -108,17 +103,17 @@ def _programs(dev: tk.Device):
     yield [(p + 1.0).sum()], True
 
 
-def test_the_quick_history_check_never_passes_an_incomplete_history(dev) -> None:
-    for outputs, complete in _programs(dev):
+def test_the_quick_history_check_never_passes_an_incomplete_history(cpu) -> None:
+    for outputs, complete in _programs(cpu):
         stores = {out.tape._store() for out in outputs}
         quick = engine._holds_history(outputs, stores)
         assert coverage(outputs, stores).complete is complete
         assert quick is complete  # exact on these; in general it may only err towards the full walk
 
 
-def test_a_union_tape_keeps_records_whose_first_tape_lost_its_holders(dev) -> None:
-    x = dev.tensor([1.0, 2.0]).trace(tk.UnionTape())
-    y = dev.tensor([4.0, 5.0]).trace(tk.UnionTape())
+def test_a_union_tape_keeps_records_whose_first_tape_lost_its_holders(cpu) -> None:
+    x = cpu.tensor([1.0, 2.0]).trace(tk.UnionTape())
+    y = cpu.tensor([4.0, 5.0]).trace(tk.UnionTape())
     z = x.exp() + y.exp()  # y.exp() was recorded on y's own tape, then the two merged
     del y
     gc.collect()
@@ -127,8 +122,8 @@ def test_a_union_tape_keeps_records_whose_first_tape_lost_its_holders(dev) -> No
     assert np.allclose(s.backward()[x], np.exp([1.0, 2.0]))
 
 
-def test_a_moved_handle_names_its_op_and_holder_when_it_is_used(dev) -> None:
-    x = dev.tensor([1.0], name="x").trace()
+def test_a_moved_handle_names_its_op_and_holder_when_it_is_used(cpu) -> None:
+    x = cpu.tensor([1.0], name="x").trace()
     y = x * 2.0
     y.name = "y"  # named after the move: the message is written when it is raised
     with pytest.raises(tk.TapeMovedError, match=r"x's OwnedTape was moved into the output of op #\d+ mul \(now held by y\)"):

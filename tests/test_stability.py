@@ -12,6 +12,7 @@ import pytest
 import tapekit as tk
 
 from .conftest import host
+from .reference import np_logsumexp, np_sigmoid, np_softmax
 
 # rows of logits: huge of both signs, huge and equal, huge with small gaps, ordinary
 LOGITS = np.array([[1e4, -1e4, 0.0, 3.0],
@@ -24,20 +25,6 @@ TARGETS = np.array([[1.0, 0.0, 0.5, 1.0], [0.0, 1.0, 0.25, 0.0], [1.0, 1.0, 0.0,
                     [0.0, 0.5, 1.0, 1.0], [0.3, 0.0, 1.0, 0.0]])
 
 
-def _softmax(x: np.ndarray) -> np.ndarray:
-    e = np.exp(x - x.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
-
-
-def _lse(x: np.ndarray, axis: int = -1) -> np.ndarray:
-    m = x.max(axis=axis, keepdims=True)
-    return np.squeeze(m, axis) + np.log(np.exp(x - m).sum(axis=axis))
-
-
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    return 0.5 * (1.0 + np.tanh(0.5 * x))
-
-
 def _softplus(x: np.ndarray) -> np.ndarray:
     return np.maximum(x, 0.0) + np.log1p(np.exp(-np.abs(x)))
 
@@ -45,29 +32,29 @@ def _softplus(x: np.ndarray) -> np.ndarray:
 # name: (tapekit function of the logits, reference value, reference gradient for seed g)
 CASES: dict[str, tuple[Callable, Callable, Callable]] = {
     "log_softmax": (lambda x: x.log_softmax(-1),
-                    lambda x: x - _lse(x)[:, None],
-                    lambda x, g: g - _softmax(x) * g.sum(-1, keepdims=True)),
+                    lambda x: x - np_logsumexp(x)[:, None],
+                    lambda x, g: g - np_softmax(x) * g.sum(-1, keepdims=True)),
     "softmax": (lambda x: x.softmax(-1),
-                _softmax,
-                lambda x, g: _softmax(x) * (g - (g * _softmax(x)).sum(-1, keepdims=True))),
+                np_softmax,
+                lambda x, g: np_softmax(x) * (g - (g * np_softmax(x)).sum(-1, keepdims=True))),
     "logsumexp": (lambda x: x.logsumexp(axis=-1),
-                  _lse,
-                  lambda x, g: g[:, None] * _softmax(x)),
+                  np_logsumexp,
+                  lambda x, g: g[:, None] * np_softmax(x)),
     "logsumexp_all": (lambda x: tk.logsumexp(x),
-                      lambda x: _lse(x.reshape(-1), 0),
-                      lambda x, g: g * _softmax(x.reshape(-1)).reshape(x.shape)),
+                      lambda x: np_logsumexp(x.reshape(-1), 0),
+                      lambda x, g: g * np_softmax(x.reshape(-1)).reshape(x.shape)),
     "sigmoid": (tk.sigmoid,
-                _sigmoid,
-                lambda x, g: g * _sigmoid(x) * _sigmoid(-x)),
+                np_sigmoid,
+                lambda x, g: g * np_sigmoid(x) * np_sigmoid(-x)),
     "cross_entropy": (lambda x: tk.cross_entropy(x, LABELS, reduction="sum"),
-                      lambda x: -(x - _lse(x)[:, None])[np.arange(len(x)), LABELS].sum(),
-                      lambda x, g: g * (_softmax(x) - np.eye(x.shape[1])[LABELS])),
+                      lambda x: -(x - np_logsumexp(x)[:, None])[np.arange(len(x)), LABELS].sum(),
+                      lambda x, g: g * (np_softmax(x) - np.eye(x.shape[1])[LABELS])),
     "cross_entropy_mean": (lambda x: tk.cross_entropy(x, LABELS),
-                           lambda x: -(x - _lse(x)[:, None])[np.arange(len(x)), LABELS].mean(),
-                           lambda x, g: g * (_softmax(x) - np.eye(x.shape[1])[LABELS]) / len(x)),
+                           lambda x: -(x - np_logsumexp(x)[:, None])[np.arange(len(x)), LABELS].mean(),
+                           lambda x, g: g * (np_softmax(x) - np.eye(x.shape[1])[LABELS]) / len(x)),
     "bce_with_logits": (lambda x: tk.binary_cross_entropy_with_logits(x, TARGETS, reduction="sum"),
                         lambda x: (_softplus(x) - TARGETS * x).sum(),
-                        lambda x, g: g * (_sigmoid(x) - TARGETS)),
+                        lambda x, g: g * (np_sigmoid(x) - TARGETS)),
 }
 
 

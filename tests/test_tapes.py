@@ -10,18 +10,14 @@ import pytest
 
 import tapekit as tk
 
-SHARED = [tk.ArcTape, tk.UnionTape]
+from .conftest import DEVICE_KINDS, make_device
+
 RECORDING = [tk.OwnedTape, tk.ArcTape, tk.UnionTape]
 
 
-@pytest.fixture
-def dev():
-    return tk.Cpu()
-
-
 # -- OwnedTape ----------------------------------------------------------------------------------
-def test_owned_left_absorbs_right_and_right_entry_wins(dev):
-    a, b = dev.tensor([1.0, 2.0], name="a"), dev.tensor([3.0, 4.0], name="b")
+def test_owned_left_absorbs_right_and_right_entry_wins(cpu):
+    a, b = cpu.tensor([1.0, 2.0], name="a"), cpu.tensor([3.0, 4.0], name="b")
     left, right = tk.Gradients(), tk.Gradients()
     left.alloc(a)[...] = 10.0
     right.alloc(a)[...] = 20.0
@@ -38,16 +34,16 @@ def test_owned_left_absorbs_right_and_right_entry_wins(dev):
     assert "moved" in repr(right_tape)
 
 
-def test_owned_moved_handle_names_the_op(dev):
-    x = dev.tensor([1.0], name="x").trace()
+def test_owned_moved_handle_names_the_op(cpu):
+    x = cpu.tensor([1.0], name="x").trace()
     y = x * 2.0
     with pytest.raises(tk.TapeMovedError, match=r"x's OwnedTape was moved into the output of op #\d+ mul"):
         x + 1.0
     assert len(y.tape) == 1
 
 
-def test_owned_clone_is_an_error_and_retaped_is_a_fresh_tape(dev):
-    x = dev.tensor([1.0]).trace()
+def test_owned_clone_is_an_error_and_retaped_is_a_fresh_tape(cpu):
+    x = cpu.tensor([1.0]).trace()
     with pytest.raises(tk.TapePolicyError, match="one owner"):
         x.clone()
     r = x.retaped()
@@ -55,24 +51,24 @@ def test_owned_clone_is_an_error_and_retaped_is_a_fresh_tape(dev):
     assert isinstance(r.tape, tk.OwnedTape) and r.tape is not x.tape and len(r.tape) == 0
 
 
-def test_owned_tape_has_one_owner(dev):
+def test_owned_tape_has_one_owner(cpu):
     tape = tk.OwnedTape()
-    dev.tensor([1.0]).trace(tape)
+    cpu.tensor([1.0]).trace(tape)
     with pytest.raises(tk.TapePolicyError, match="one owner"):
-        dev.tensor([2.0]).trace(tape)
+        cpu.tensor([2.0]).trace(tape)
 
 
-def test_untaped_left_operand_takes_the_right_tape(dev):
-    x = dev.tensor([2.0])
-    y = dev.tensor([3.0]).trace()
+def test_untaped_left_operand_takes_the_right_tape(cpu):
+    x = cpu.tensor([2.0])
+    y = cpu.tensor([3.0]).trace()
     g = (x * y).sum().backward()
     assert np.allclose(g[y], [2.0]) and np.allclose(g[x], [3.0])
 
 
 # -- ArcTape -----------------------------------------------------------------------------------
-def test_arc_merge_leaves_right_tape_alive_and_empty(dev):
-    x = dev.tensor([1.0, 2.0]).trace(tk.ArcTape())
-    y = dev.tensor([4.0, 5.0]).trace(tk.ArcTape())
+def test_arc_merge_leaves_right_tape_alive_and_empty(cpu):
+    x = cpu.tensor([1.0, 2.0]).trace(tk.ArcTape())
+    y = cpu.tensor([4.0, 5.0]).trace(tk.ArcTape())
     y2 = y.exp()
     z = x + y2
     assert z.tape is x.tape and len(x.tape) == 2 and len(y.tape) == 0
@@ -80,8 +76,8 @@ def test_arc_merge_leaves_right_tape_alive_and_empty(dev):
     assert zz.tape is y.tape and len(y.tape) == 1
 
 
-def test_arc_after_backward_tape_is_empty_and_leaky(dev):
-    x = dev.tensor([1.0, 2.0]).trace(tk.ArcTape(leaves=[]))
+def test_arc_after_backward_tape_is_empty_and_leaky(cpu):
+    x = cpu.tensor([1.0, 2.0]).trace(tk.ArcTape(leaves=[]))
     y = x * 3.0
     y.sum().backward()
     assert len(x.tape) == 0 and x.tape.leaves is None
@@ -89,15 +85,15 @@ def test_arc_after_backward_tape_is_empty_and_leaky(dev):
     assert np.allclose(g[x], [2.0, 2.0])
 
 
-def test_arc_clone_shares_and_retaped_is_new(dev):
-    x = dev.tensor([1.0]).trace(tk.ArcTape())
+def test_arc_clone_shares_and_retaped_is_new(cpu):
+    x = cpu.tensor([1.0]).trace(tk.ArcTape())
     assert x.clone().tape is x.tape and x.clone().id == x.id
     assert x.retaped().tape is not x.tape and isinstance(x.retaped().tape, tk.ArcTape)
 
 
 # -- UnionTape ---------------------------------------------------------------------------------
-def test_union_merges_become_one_tape_for_every_holder(dev):
-    ts = [dev.tensor([float(i)]).trace(tk.UnionTape()) for i in range(4)]
+def test_union_merges_become_one_tape_for_every_holder(cpu):
+    ts = [cpu.tensor([float(i)]).trace(tk.UnionTape()) for i in range(4)]
     ab = ts[0] * ts[1]
     cd = ts[2] + ts[3]
     out = ab + cd
@@ -109,8 +105,8 @@ def test_union_merges_become_one_tape_for_every_holder(dev):
     assert np.allclose(g[ts[0]], [1.0]) and np.allclose(g[ts[3]], [1.0 + np.exp(3.0)])
 
 
-def test_union_records_run_in_global_op_order_across_merges(dev):
-    x = dev.tensor([0.5])
+def test_union_records_run_in_global_op_order_across_merges(cpu):
+    x = cpu.tensor([0.5])
     a, b = x.trace(tk.UnionTape()), x.trace(tk.UnionTape())
     b1 = b.sin()           # recorded on b's tape first
     a1 = a.exp()
@@ -120,8 +116,8 @@ def test_union_records_run_in_global_op_order_across_merges(dev):
     assert np.allclose(out.backward()[x], [2 * np.e + np.cos(0.5)])
 
 
-def test_union_second_backward_on_another_output_raises(dev):
-    x = dev.tensor([1.0, 2.0], name="x").trace(tk.UnionTape())
+def test_union_second_backward_on_another_output_raises(cpu):
+    x = cpu.tensor([1.0, 2.0], name="x").trace(tk.UnionTape())
     a = x * 2.0
     b = a + 1.0
     c = a * 3.0
@@ -130,8 +126,8 @@ def test_union_second_backward_on_another_output_raises(dev):
         c.sum().backward()
 
 
-def test_arc_second_backward_on_another_output_warns_and_is_partial(dev):
-    x = dev.tensor([1.0, 2.0], name="x").trace(tk.ArcTape())
+def test_arc_second_backward_on_another_output_warns_and_is_partial(cpu):
+    x = cpu.tensor([1.0, 2.0], name="x").trace(tk.ArcTape())
     a = x * 2.0
     b = a + 1.0
     c = a * 3.0
@@ -166,24 +162,24 @@ def reference_grads(dev):
 
 
 @pytest.mark.parametrize("policy", [tk.ArcTape, tk.UnionTape])
-def test_backward_over_all_outputs_equals_one_tape(dev, policy):
-    (x, y, w), outs = dag_program(dev, policy)
+def test_backward_over_all_outputs_equals_one_tape(cpu, policy):
+    (x, y, w), outs = dag_program(cpu, policy)
     g = tk.backward(list(outs))
-    for t, ref in zip((x, y, w), reference_grads(dev)):
+    for t, ref in zip((x, y, w), reference_grads(cpu)):
         assert np.allclose(g[t], ref)
 
 
-def test_backward_over_all_outputs_under_global_tape(dev):
+def test_backward_over_all_outputs_under_global_tape(cpu):
     with tk.GlobalTape() as tape:
-        (x, y, w), outs = dag_program(dev, lambda: tape)
+        (x, y, w), outs = dag_program(cpu, lambda: tape)
     g = tape.backward(list(outs))
-    for t, ref in zip((x, y, w), reference_grads(dev)):
+    for t, ref in zip((x, y, w), reference_grads(cpu)):
         assert np.allclose(g[t], ref)
 
 
-def test_each_output_alone_under_arc_gets_only_part(dev):
-    (x, y, w), (o1, o2, o3) = dag_program(dev, tk.ArcTape)
-    ref = reference_grads(dev)
+def test_each_output_alone_under_arc_gets_only_part(cpu):
+    (x, y, w), (o1, o2, o3) = dag_program(cpu, tk.ArcTape)
+    ref = reference_grads(cpu)
     got = {}
     for out in (o3, o2, o1):
         try:
@@ -196,16 +192,16 @@ def test_each_output_alone_under_arc_gets_only_part(dev):
     assert not np.allclose(total_y, ref[1])  # the partition loses part of y's gradient
 
 
-def test_seeds_for_non_scalar_outputs(dev):
-    x = dev.tensor([1.0, 2.0]).trace(tk.UnionTape())
+def test_seeds_for_non_scalar_outputs(cpu):
+    x = cpu.tensor([1.0, 2.0]).trace(tk.UnionTape())
     a, b = x * 2.0, x * x
     g = tk.backward([a, b], seeds=[[1.0, 0.0], [0.0, 1.0]])
     assert np.allclose(g[x], [2.0, 4.0])
 
 
 @pytest.mark.parametrize("policy", RECORDING)
-def test_retain_allows_backward_again(dev, policy):
-    x = dev.tensor([1.0, 2.0]).trace(policy())
+def test_retain_allows_backward_again(cpu, policy):
+    x = cpu.tensor([1.0, 2.0]).trace(policy())
     out = (x * x).sum()
     g1 = out.backward(retain=True)
     g2 = out.backward(retain=True)
@@ -215,9 +211,9 @@ def test_retain_allows_backward_again(dev, policy):
         out.backward()
 
 
-def test_second_backward_without_retain_raises_under_global(dev):
+def test_second_backward_without_retain_raises_under_global(cpu):
     with tk.GlobalTape() as tape:
-        x = dev.tensor([1.0, 2.0])
+        x = cpu.tensor([1.0, 2.0])
         out = (x * x).sum()
     tape.backward(out)
     with pytest.raises(tk.TapeConsumedError):
@@ -225,8 +221,8 @@ def test_second_backward_without_retain_raises_under_global(dev):
 
 
 # -- GlobalTape ---------------------------------------------------------------------------------
-def test_global_tape_records_every_op_in_its_block(dev):
-    x, y = dev.tensor([1.0, 2.0]), dev.tensor([3.0, 4.0])
+def test_global_tape_records_every_op_in_its_block(cpu):
+    x, y = cpu.tensor([1.0, 2.0]), cpu.tensor([3.0, 4.0])
     with tk.GlobalTape() as tape:
         z = (x * y).sum()
     w = x * y  # outside the block: nothing recorded
@@ -235,8 +231,8 @@ def test_global_tape_records_every_op_in_its_block(dev):
     assert np.allclose(g[x], [3.0, 4.0]) and np.allclose(g[y], [1.0, 2.0]) and len(tape) == 0
 
 
-def test_global_tape_nesting_innermost_is_active(dev):
-    x = dev.tensor([1.0])
+def test_global_tape_nesting_innermost_is_active(cpu):
+    x = cpu.tensor([1.0])
     with tk.GlobalTape() as outer:
         a = x * 2.0
         with tk.GlobalTape() as inner:
@@ -246,22 +242,22 @@ def test_global_tape_nesting_innermost_is_active(dev):
     assert a.tape is outer and b.tape is inner and c.tape is outer
 
 
-def test_global_tape_mixed_with_another_policy_is_an_error(dev):
-    x = dev.tensor([1.0]).trace(tk.UnionTape())
+def test_global_tape_mixed_with_another_policy_is_an_error(cpu):
+    x = cpu.tensor([1.0]).trace(tk.UnionTape())
     with tk.GlobalTape() as tape:
         with pytest.raises(tk.TapePolicyError, match="mix tape policies"):
             x * 2.0
     assert len(tape) == 0 and len(x.tape) == 0
 
 
-def test_global_tapes_are_context_local_between_threads(dev):
+def test_global_tapes_are_context_local_between_threads(cpu):
     results = {}
     barrier = threading.Barrier(2)
 
     def worker(name, n):
         with tk.GlobalTape() as tape:
             barrier.wait()
-            x = dev.tensor([1.0])
+            x = cpu.tensor([1.0])
             for _ in range(n):
                 x = x * 1.0
             barrier.wait()
@@ -276,10 +272,10 @@ def test_global_tapes_are_context_local_between_threads(dev):
 
 
 @pytest.mark.parametrize("policy", ["arc", "union", "global"])
-def test_threads_recording_onto_one_shared_tape_lose_nothing(dev, policy):
+def test_threads_recording_onto_one_shared_tape_lose_nothing(cpu, policy):
     n_threads, n_ops = 8, 10_000
     tape = {"arc": tk.ArcTape, "union": tk.UnionTape, "global": tk.GlobalTape}[policy]()
-    starts = [dev.tensor([1.0 + i / 10]) for i in range(n_threads)]
+    starts = [cpu.tensor([1.0 + i / 10]) for i in range(n_threads)]
     outs = [None] * n_threads
 
     def chain(x):
@@ -308,17 +304,17 @@ def test_threads_recording_onto_one_shared_tape_lose_nothing(dev, policy):
 
 
 # -- mixing, inspection --------------------------------------------------------------------------
-def test_mixing_policies_in_one_op_is_an_error_that_changes_nothing(dev):
-    x = dev.tensor([1.0], name="x").trace(tk.ArcTape())
-    y = dev.tensor([2.0], name="y").trace(tk.UnionTape())
+def test_mixing_policies_in_one_op_is_an_error_that_changes_nothing(cpu):
+    x = cpu.tensor([1.0], name="x").trace(tk.ArcTape())
+    y = cpu.tensor([2.0], name="y").trace(tk.UnionTape())
     a, b = x.exp(), y.exp()
     with pytest.raises(tk.TapePolicyError, match="ArcTape.*UnionTape"):
         a + b
     assert len(x.tape) == 1 and len(y.tape) == 1
 
 
-def test_print_tape_shows_the_recorded_program(dev):
-    x = dev.tensor([1.0, 2.0], name="x").trace(tk.ArcTape())
+def test_print_tape_shows_the_recorded_program(cpu):
+    x = cpu.tensor([1.0, 2.0], name="x").trace(tk.ArcTape())
     y = (x * 2.0).sum()
     text = str(x.tape)
     lines = text.splitlines()
@@ -326,9 +322,9 @@ def test_print_tape_shows_the_recorded_program(dev):
     assert "mul(x (2,), const) -> #" in lines[1] and "sum(#" in lines[2] and "-> #%d ()" % y.id in lines[2]
 
 
-def test_tapes_lists_the_partition(dev):
-    x = dev.tensor([1., 2.], name="x").trace(tk.ArcTape())
-    y = dev.tensor([4., 5.], name="y").trace(tk.ArcTape())
+def test_tapes_lists_the_partition(cpu):
+    x = cpu.tensor([1., 2.], name="x").trace(tk.ArcTape())
+    y = cpu.tensor([4., 5.], name="y").trace(tk.ArcTape())
     zz = y * 2.0
     z = x + y
     table = tk.tapes(zz, z)
@@ -336,9 +332,9 @@ def test_tapes_lists_the_partition(dev):
     assert "tape" in str(table) and "<table>" in table._repr_html_()
 
 
-def test_explain_names_missing_gradients_and_where_they_went(dev):
-    x = dev.tensor([1., 2.], name="x").trace(tk.ArcTape())
-    y = dev.tensor([4., 5.], name="y").trace(tk.ArcTape())
+def test_explain_names_missing_gradients_and_where_they_went(cpu):
+    x = cpu.tensor([1., 2.], name="x").trace(tk.ArcTape())
+    y = cpu.tensor([4., 5.], name="y").trace(tk.ArcTape())
     zz = y * 2.0
     z = x + y
     z.name = "z"
@@ -348,21 +344,20 @@ def test_explain_names_missing_gradients_and_where_they_went(dev):
     assert tk.explain(z.sum()).complete
 
 
-def test_tapes_count_the_bytes_records_keep_alive_on_every_device():
-    from .conftest import DEVICE_KINDS, make_device
-    for kind in DEVICE_KINDS:
-        dev = make_device(kind)
-        x = dev.tensor([[1.0, 2.0], [3.0, 4.0]]).trace(tk.ArcTape())
-        y = dev.tensor([[5.0, 6.0], [7.0, 8.0]])
-        (x * y).sum()  # mul keeps both operands (2 x 16 bytes); sum keeps only a shape
-        (info,) = tk.tapes(x)
-        assert (info.records, info.nbytes) == (2, 32), kind
+@pytest.mark.parametrize("kind", DEVICE_KINDS)
+def test_tapes_count_the_bytes_records_keep_alive_on_every_device(kind):
+    dev = make_device(kind)
+    x = dev.tensor([[1.0, 2.0], [3.0, 4.0]]).trace(tk.ArcTape())
+    y = dev.tensor([[5.0, 6.0], [7.0, 8.0]])
+    (x * y).sum()  # mul keeps both operands (2 x 16 bytes); sum keeps only a shape
+    (info,) = tk.tapes(x)
+    assert (info.records, info.nbytes) == (2, 32), kind
 
 
 @pytest.mark.parametrize("direct", [True, False])
-def test_incomplete_tape_warning_names_the_callers_line(dev, direct):
-    x = dev.tensor([1.0]).trace(tk.ArcTape())
-    y = dev.tensor([2.0]).trace(tk.ArcTape())
+def test_incomplete_tape_warning_names_the_callers_line(cpu, direct):
+    x = cpu.tensor([1.0]).trace(tk.ArcTape())
+    y = cpu.tensor([2.0]).trace(tk.ArcTape())
     yy = y * 2.0
     x + y  # moves yy's record onto x's tape
     with pytest.warns(tk.IncompleteTapeWarning) as caught:

@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 
 import tapekit as tk
-from tapekit.viz.palette import CONSUMED, MISSING, TAPE_COLOURS
+from tapekit.viz.palette import CONSUMED, MISSING
 
-matplotlib.use("Agg")
+from .dot_helpers import BLUE, ORANGE, nodes, op_colours
+
 viz = tk.viz
-BLUE, ORANGE = TAPE_COLOURS[:2]
 needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz's dot is not installed")
 
 
@@ -33,20 +33,11 @@ def p4(policy=tk.ArcTape, zz_first=True):
     return x, y, z, zz
 
 
-def nodes(dot: str) -> dict[str, str]:
-    """DOT node id -> its attribute text."""
-    return {m[1]: m[2] for m in re.finditer(r"^\s*(\w+) \[(.*)\]$", dot, re.M) if "->" not in m[0]}
-
-
 def node_of(dot: str, name: str) -> str:
     """The attributes of the tensor node labelled ``name``."""
     found = [attrs for attrs in nodes(dot).values() if re.search(rf'label="{re.escape(name)}\|', attrs)]
     assert len(found) == 1, (name, dot)
     return found[0]
-
-
-def op_colours(dot: str) -> set[str]:
-    return {re.search(r'fillcolor="([^"]+)"', attrs)[1] for key, attrs in nodes(dot).items() if key.startswith("op")}
 
 
 # -- the DAG ------------------------------------------------------------------------------------

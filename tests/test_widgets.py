@@ -6,15 +6,13 @@ from __future__ import annotations
 import re
 import sys
 
-import matplotlib
 import pytest
 
 import tapekit as tk
-from tapekit.viz.palette import TAPE_COLOURS
 
-matplotlib.use("Agg")
+from .dot_helpers import BLUE, ORANGE, op_colours
+
 widgets = tk.widgets
-BLUE, ORANGE = TAPE_COLOURS[:2]
 
 
 def p4(tape):
@@ -37,10 +35,6 @@ def p4_then_backward(tape):
 def broken(tape):
     x = tk.Cpu().tensor([1.]).trace(tape())
     y = x * undefined_name  # noqa: F821
-
-
-def op_fills(dot: str) -> set[str]:
-    return set(re.findall(r'^\s*op\d+ \[.*?fillcolor="([^"]+)"', dot, re.M))
 
 
 def legend_tapes(dot: str) -> list[str]:
@@ -94,7 +88,7 @@ def test_explorer_policy_dropdown_redraws_one_colour_per_tape():
     assert 'label="zz|(2,)" color="' + ORANGE in ex.dot  # zz carries tape B, its mul moved to tape A
     ex.policy.value = "union"
     assert ex.step.value == 5 and legend_tapes(ex.dot) == [("tape A", "UnionTape")]
-    assert op_fills(ex.dot) == {BLUE}
+    assert op_colours(ex.dot) == {BLUE}
     ex.policy.value = "global"
     assert legend_tapes(ex.dot) == [("tape A", "GlobalTape")]
     ex.step.value = 3
@@ -104,9 +98,9 @@ def test_explorer_policy_dropdown_redraws_one_colour_per_tape():
 
 def test_colours_stay_with_their_tape_from_step_to_step():
     ex = widgets.TapeExplorer(p4, policy="arc", step=4)
-    assert op_fills(ex.dot) == {ORANGE}  # zz's mul, on y's tape B
+    assert op_colours(ex.dot) == {ORANGE}  # zz's mul, on y's tape B
     ex.step.value = 5
-    assert op_fills(ex.dot) == {BLUE}  # the merge moved it to x's tape A
+    assert op_colours(ex.dot) == {BLUE}  # the merge moved it to x's tape A
 
 
 def test_backward_on_zz_under_arc_reports_y_missing_and_why():
@@ -195,7 +189,7 @@ def test_merge_viewer_shows_p4_before_and_after_the_merge():
     mv = widgets.MergeViewer(p4)
     assert mv.step.value == 5 and mv.line == "z = x + y" and "they merged" in mv.note
     assert "<svg" in mv.before_svg and "<svg" in mv.after_svg
-    assert op_fills(mv.before_dot) == {ORANGE} and op_fills(mv.after_dot) == {BLUE}  # mul moved tapes
+    assert op_colours(mv.before_dot) == {ORANGE} and op_colours(mv.after_dot) == {BLUE}  # mul moved tapes
     assert len(mv.figure.axes) == 2
     assert [ax.get_title() for ax in mv.figure.axes] == ["before step 5: z = x + y", "after step 5: z = x + y"]
     before_ticks = [t.get_text() for t in mv.figure.axes[0].get_yticklabels()]
