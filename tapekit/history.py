@@ -34,6 +34,12 @@ def store_at(home: Any) -> Tape | None:
     return None if tape is None else tape._store()
 
 
+def live_store(tensor: Any) -> Tape | None:
+    """The tape object a tensor's handle records into, ``None`` when it has none or it is spent."""
+    tape = tensor._tape
+    return None if tape is None or tape._spent is not None else tape._store()
+
+
 def where(rec: Record) -> str:
     """Where a record is, in words: its tape's label, or what happened to it."""
     tape = home_of(rec)
@@ -62,7 +68,7 @@ class Coverage:
     def summary(self, outs: str) -> str:
         places = sorted({where(r) for r in self.hidden})
         names = ", ".join(label(t) for t in sorted(self.missed)) or "none"
-        return (f"backward on {outs} cannot see {_count(len(self.hidden), 'record')} of the "
+        return (f"backward on {outs} cannot see {plural(len(self.hidden), 'record')} of the "
                 f"{len(self.records)} in its history ({'; '.join(places)}): gradients of {names} will be missing. "
                 f"{_advice(self.hidden)}")
 
@@ -105,5 +111,6 @@ def _advice(hidden: Sequence[Record]) -> str:
     return "Run tk.backward([...]) over all outputs at once, or use tk.UnionTape() so merged tapes stay one."
 
 
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}" + ("" if n == 1 else "s")
+def plural(n: int, noun: str, many: str | None = None) -> str:
+    """``1 record``, ``2 records`` (``many``: the plural when it is not ``noun + "s"``)."""
+    return f"{n} {noun if n == 1 else many or noun + 's'}"

@@ -15,9 +15,15 @@ def set_name(tid: int, name: str) -> None:
     _names[tid] = name
 
 
+def name_of(tid: int) -> str | None:
+    """The name given to the tensor with this id, ``None`` when it has none."""
+    name = _names.get(tid)
+    return None if name is None else f"{name}"
+
+
 def label(tid: int | None) -> str:
     """``name`` when the tensor with this id was named, else ``#id``."""
     if tid is None:
         return "a constant"
-    name = _names.get(tid)
-    return f"{name}" if name is not None else f"#{tid}"
+    name = name_of(tid)
+    return name if name is not None else f"#{tid}"

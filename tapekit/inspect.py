@@ -7,7 +7,7 @@ import html
 from dataclasses import dataclass
 from typing import Any
 
-from .history import Coverage, coverage, history, home_of, where
+from .history import Coverage, coverage, history, home_of, live_store, plural, where
 from .ids import label
 from .tapes.base import Tape
 from .tensor import Tensor
@@ -52,9 +52,9 @@ def tapes(*tensors: Tensor) -> TapeTable:
     their history, in order of first appearance."""
     found: dict[int, Tape] = {}
     for t in tensors:
-        if t._tape is not None and t._tape._spent is None:
-            tape = t._tape._store()
-            found.setdefault(id(tape), tape)
+        store = live_store(t)
+        if store is not None:
+            found.setdefault(id(store), store)
         for rec in reversed(history([t])):
             tape = home_of(rec)
             if tape is not None:
@@ -90,8 +90,7 @@ class Explanation:
         if cov.complete:
             lines.append("A backward on it sees its whole history: every gradient it depends on will be there.")
         else:
-            lines.append(f"A backward on it will miss {len(hidden)} record{'' if len(hidden) == 1 else 's'}; "
-                         f"missing gradients:")
+            lines.append(f"A backward on it will miss {plural(len(hidden), 'record')}; missing gradients:")
             lines += [f"  - {why}" for why in self.missing.values()]
         return "\n".join(lines)
 
@@ -104,11 +103,9 @@ class Explanation:
 def explain(output: Tensor) -> Explanation:
     """Which records ``output`` depends on, on which tape each lives, and which gradients a
     backward on it will miss and why."""
-    tape = output._tape
-    if tape is None or tape._spent is not None:
-        stores: set = set()
+    tape, store = output._tape, live_store(output)
+    if store is None:
         text = "no tape" if tape is None else f"a spent tape ({tape._spent})"
     else:
-        stores = {tape._store()}
         text = f"{type(tape).__name__} {tape.label}"
-    return Explanation(output, text, coverage([output], stores))
+    return Explanation(output, text, coverage([output], set() if store is None else {store}))

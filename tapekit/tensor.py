@@ -12,7 +12,7 @@ import numpy as np
 
 from .devices import dtype_name, is_floating
 from .errors import DTypeError, InvalidArgumentError, TapePolicyError
-from .ids import label, next_id, set_name
+from .ids import label, name_of, next_id, set_name
 from .tapes import NoneTape, OwnedTape, Tape
 
 if TYPE_CHECKING:
@@ -60,8 +60,7 @@ class Tensor:
 
     @property
     def name(self) -> str | None:
-        text = label(self.id)
-        return None if text.startswith("#") else text
+        return name_of(self.id)
 
     @name.setter
     def name(self, value: str) -> None:

@@ -12,9 +12,10 @@ from __future__ import annotations
 import html
 from typing import Any, Mapping
 
-from .palette import CONSUMED, LEAF, MISSING, TapeColours, lighten
+from ..history import plural
+from .palette import CONSUMED, LEAF, MISSING, TapeColours, lighten, rgb
 from .picture import Picture
-from .scene import OpView, Scene, TensorView, capture, plural, tensors_given
+from .scene import OpView, Scene, TensorView, capture, tensors_given
 
 FONT = "Helvetica"
 
@@ -98,7 +99,7 @@ def _op_style(op: OpView, colour: str) -> dict[str, str]:
 
 def _text_on(colour: str) -> str:
     """Black or white, whichever reads better on ``colour``."""
-    r, g, b = (int(colour[i:i + 2], 16) for i in (1, 3, 5))
+    r, g, b = rgb(colour)
     return "black" if 0.299 * r + 0.587 * g + 0.114 * b > 140 else "white"
 
 

@@ -13,10 +13,14 @@ MISSING = "#D00000"  # a gradient a backward did not produce
 LEAF = "#333333"
 
 
+def rgb(colour: str) -> tuple[int, int, int]:
+    """The red, green and blue (0-255) of a ``#RRGGBB`` colour."""
+    return int(colour[1:3], 16), int(colour[3:5], 16), int(colour[5:7], 16)
+
+
 def lighten(colour: str, amount: float = 0.6) -> str:
     """``colour`` mixed with white (``amount`` of white), for fills under black text."""
-    rgb = [int(colour[i:i + 2], 16) for i in (1, 3, 5)]
-    return "#" + "".join(f"{round(c + (255 - c) * amount):02X}" for c in rgb)
+    return "#" + "".join(f"{round(c + (255 - c) * amount):02X}" for c in rgb(colour))
 
 
 class TapeColours:

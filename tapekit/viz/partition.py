@@ -6,13 +6,13 @@ from __future__ import annotations
 import functools
 import io
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from ..errors import InvalidArgumentError
-from ..history import coverage, history, home_of
+from ..history import coverage, home_of, live_store, plural
 from ..inspect import tapes as live_tapes
 from .palette import CONSUMED, TapeColours
-from .scene import capture, live_store, plural, tensors_given
+from .scene import Scene, capture, tensors_given
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -101,7 +101,11 @@ def snapshot(*tensors: Any, label: str = "snapshot", names: Mapping[str, Any] | 
     ``names`` (e.g. ``locals()``) names tensors the way ``tk.viz.dag`` does.
     """
     tensors = tensors_given(tensors, "tk.viz.snapshot")
-    scene = capture(tensors, names=names)
+    return _snapshot(tensors, capture(tensors, names=names), label)
+
+
+def _snapshot(tensors: Sequence[Any], scene: Scene, label: str) -> Snapshot:
+    """The snapshot of ``tensors``, named as in ``scene`` (a scene captured of them just now)."""
     shares = tuple(TapeShare(info.tape._born, info.label, info.policy, info.records, info.grad_entries, info.nbytes)
                    for info in live_tapes(*tensors))
     return Snapshot(label, tuple(sorted(shares, key=lambda t: t.birth)),
@@ -110,7 +114,8 @@ def snapshot(*tensors: Any, label: str = "snapshot", names: Mapping[str, Any] | 
 
 def _output_share(tensor: Any, name: str) -> OutputShare:
     store = live_store(tensor)
-    records = history([tensor])
+    cov = coverage([tensor], set() if store is None else {store})
+    records = cov.records
     split: dict[int | None, int] = {}
     for rec in records:
         home = home_of(rec)
@@ -118,9 +123,8 @@ def _output_share(tensor: Any, name: str) -> OutputShare:
         split[key] = split.get(key, 0) + 1
     made = {rec.out for rec in records}
     leaves = {tid for rec in records for tid in rec.inputs if tid is not None and tid not in made}
-    missed = coverage([tensor], set() if store is None else {store}).missed
     return OutputShare(name, None if store is None else store._born, split, len(leaves),
-                       len(leaves - missed.keys()))
+                       len(leaves - cov.missed.keys()))
 
 
 def colours_of(*snapshots: Snapshot) -> TapeColours:

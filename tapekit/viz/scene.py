@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..errors import InvalidArgumentError
-from ..history import history, home_of
-from ..ids import label
+from ..history import history, home_of, live_store
+from ..ids import name_of
 from ..tapes.base import Tape
 from ..tensor import Tensor
 
@@ -62,11 +62,6 @@ class Scene:
         return self.tensors[tid].name
 
 
-def plural(n: int, noun: str, many: str | None = None) -> str:
-    """``1 record``, ``2 records`` (``many``: the plural when it is not ``noun + "s"``)."""
-    return f"{n} {noun if n == 1 else many or noun + 's'}"
-
-
 def tensors_given(tensors: Sequence[Any], what: str) -> list[Tensor]:
     """The arguments, checked to be tensors (at least one)."""
     if not tensors:
@@ -76,12 +71,6 @@ def tensors_given(tensors: Sequence[Any], what: str) -> list[Tensor]:
             raise InvalidArgumentError(f"{what} takes tensors, got {type(t).__name__}; pass the tensors to "
                                        f"draw, and names=locals() to name them")
     return list(tensors)
-
-
-def live_store(tensor: Tensor) -> Tape | None:
-    """The tape object a tensor's handle records into, ``None`` when it has none or it is spent."""
-    tape = tensor._tape
-    return None if tape is None or tape._spent is not None else tape._store()
 
 
 def capture(tensors: Sequence[Tensor], grads: Any = None, names: Mapping[str, Any] | None = None) -> Scene:
@@ -139,8 +128,8 @@ class _Namer:
         self.unnamed = 0
 
     def __call__(self, tid: int) -> str:
-        given = label(tid)
-        if not given.startswith("#"):
+        given = name_of(tid)
+        if given is not None:
             return given
         if tid in self.handles and self.handles[tid][1]:
             return self.handles[tid][1]

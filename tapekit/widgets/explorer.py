@@ -85,7 +85,7 @@ class TapeExplorer(ReplayWidget):
 
     def _show(self, view: View) -> None:
         colours = self.replay.colours(self.moment)
-        self.dot, self.svg = view.dot(colours), view.svg(colours)
+        self.dot, self.svg = view.render(colours)
         self.picture.value = self.svg
         self.figure = figure_of([view], colours)
         self.plot.value = figure_html(self.figure)

@@ -56,13 +56,13 @@ class MergeViewer(ReplayWidget):
                 views[moment.step] = View.of(moment, f"{when} step {after_step}: {line}")
 
         moment = self.replay.run(after_step, visit)
-        before, after = views.get(after_step - 1, View(None, None)), views.get(after_step, View(None, None))
+        before, after = views.get(after_step - 1, View.EMPTY), views.get(after_step, View.EMPTY)
         colours = self.replay.colours(moment)
-        self.line = moment.line
+        self.line = line
         self.note = self._note(after_step)
         self.code.value = code_html(moment, self.replay.steps) + f"<div>{html.escape(self.note)}</div>"
-        self.before_dot, self.before_svg = before.dot(colours), before.svg(colours)
-        self.after_dot, self.after_svg = after.dot(colours), after.svg(colours)
+        self.before_dot, self.before_svg = before.render(colours)
+        self.after_dot, self.after_svg = after.render(colours)
         self.before_picture.value, self.after_picture.value = self.before_svg, self.after_svg
         self.figure = figure_of([before, after], colours)
         self.plot.value = figure_html(self.figure)

@@ -24,13 +24,12 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 from ..errors import InvalidArgumentError
-from ..history import history, home_of
-from ..ids import label, set_name
+from ..history import history, home_of, live_store
+from ..ids import label, name_of, set_name
 from ..tapes import ArcTape, GlobalTape, OwnedTape, UnionTape
 from ..tapes.base import _births
 from ..tensor import Tensor
 from ..viz.palette import TapeColours
-from ..viz.scene import live_store
 
 POLICIES = ("owned", "arc", "union", "global")
 _CLASSES = {"owned": OwnedTape, "arc": ArcTape, "union": UnionTape}
@@ -111,11 +110,11 @@ class Replay:
         factory, block = tape_factory(self.policy)
         code = getattr(self.program, "__code__", None)
         ran: list[int] = []
-        moments: list[Moment] = []
+        last: Moment | None = None
 
         def finished(frame: Any, stopping: bool) -> None:
-            moment = Moment(len(ran), ran[-1], self.line(ran[-1]), _tensors(frame.f_locals), origin)
-            moments.append(moment)
+            nonlocal last
+            moment = last = Moment(len(ran), ran[-1], self.line(ran[-1]), _tensors(frame.f_locals), origin)
             if visit is not None:
                 visit(moment)
             if stopping and moment.step == stop:
@@ -145,12 +144,11 @@ class Replay:
                 except Exception as err:  # the program's own error is part of what it shows
                     where = f"`{self.line(ran[-1])}`" if ran else "the program"
                     error = f"{where} raised {type(err).__name__}: {err}"
-        if not moments:
+        if last is None:
             return Moment(0, None, "", {}, origin, error, [str(w.message) for w in caught])
-        moment = moments[-1]
-        moment.error = error
-        moment.warnings = [str(w.message) for w in caught]
-        return moment
+        last.error = error
+        last.warnings = [str(w.message) for w in caught]
+        return last
 
     def colours(self, moment: Moment) -> TapeColours:
         """Colours for a moment of any run: each tape by its rank among the tapes this program shows."""
@@ -187,7 +185,7 @@ def _tensors(local_vars: dict[str, Any]) -> dict[str, Tensor]:
         elif isinstance(value, (list, tuple)):
             found.update((f"{key}[{i}]", v) for i, v in enumerate(value) if isinstance(v, Tensor))
     for key, value in found.items():
-        if label(value.id).startswith("#"):
+        if name_of(value.id) is None:
             set_name(value.id, key)  # so tapekit's own messages about this run say x, not #12
     return found
 

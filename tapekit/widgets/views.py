@@ -6,11 +6,11 @@ from __future__ import annotations
 import base64
 import html
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..viz.dag import draw
 from ..viz.palette import TapeColours
-from ..viz.partition import Snapshot, plot_partition, png, snapshot
+from ..viz.partition import Snapshot, _snapshot, plot_partition, png
 from ..viz.scene import Scene, capture
 from .replay import Moment
 
@@ -26,19 +26,25 @@ class View:
 
     scene: Scene | None
     snapshot: Snapshot | None
+    EMPTY: ClassVar["View"]  # before any tensor
 
     @classmethod
     def of(cls, moment: Moment, label: str, grads: Any = None) -> "View":
         outputs = moment.outputs()
         if not outputs:
-            return cls(None, None)
-        return cls(capture(outputs, grads, moment.tensors), snapshot(*outputs, label=label, names=moment.tensors))
+            return cls.EMPTY
+        scene = capture(outputs, grads, moment.tensors)
+        return cls(scene, _snapshot(outputs, scene, label))
 
-    def dot(self, colours: TapeColours) -> str:
-        return "" if self.scene is None else draw(self.scene, colours).source
+    def render(self, colours: TapeColours) -> tuple[str, str]:
+        """The DAG's DOT source and its SVG, from one drawing (``""`` and a note before any tensor)."""
+        if self.scene is None:
+            return "", NOTHING_YET
+        picture = draw(self.scene, colours)
+        return picture.source, picture.svg()
 
-    def svg(self, colours: TapeColours) -> str:
-        return NOTHING_YET if self.scene is None else draw(self.scene, colours).svg()
+
+View.EMPTY = View(None, None)
 
 
 def figure_of(views: list[View], colours: TapeColours) -> "Figure | None":
