@@ -1,7 +1,8 @@
 """The short cuts the hot path takes, each checked against the long way round: a leaf set skips
 gradients it would drop anyway, and lets go of used entries early; the history check that backward
 runs first agrees with the full walk; a moved handle's error is written when it is raised; a
-UnionTape's records stay at home after their first tape's holders are gone."""
+UnionTape's records stay at home after their first tape's holders are gone; records of the same
+shapes share one shape tuple; an op of one tensor and no parameters is called without packing any."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 
 import tapekit as tk
 from tapekit.history import coverage
+from tapekit.ops import core
 from tapekit.ops.core import binary
 
 engine = sys.modules["tapekit.backward"]
@@ -128,3 +130,33 @@ def test_a_moved_handle_names_its_op_and_holder_when_it_is_used(cpu) -> None:
     y.name = "y"  # named after the move: the message is written when it is raised
     with pytest.raises(tk.TapeMovedError, match=r"x's OwnedTape was moved into the output of op #\d+ mul \(now held by y\)"):
         x + 1.0
+
+
+def test_records_of_the_same_shapes_share_one_shape_tuple(cpu) -> None:
+    x, w = cpu.tensor(np.ones((2, 3))), cpu.tensor(np.ones(3))
+    h = x.trace(tk.OwnedTape())
+    for _ in range(3):
+        h = (h * w).tanh()
+    first, *rest = [rec for rec in h.tape.records if rec.name == "mul"]
+    assert first.shapes == ((2, 3), (3,)) and first.out_shape == (2, 3)
+    assert all(rec.shapes is first.shapes and rec.out_shape is first.out_shape for rec in rest)
+    tanhs = [rec for rec in h.tape.records if rec.name == "tanh"]
+    assert tanhs[0].shapes == ((2, 3),) and all(rec.shapes is tanhs[0].shapes for rec in tanhs)
+
+
+def test_the_shared_shapes_start_over_instead_of_growing_without_bound(monkeypatch) -> None:
+    monkeypatch.setattr(core, "_shapes", {})
+    for n in range(1, 5000):
+        core.shared_shapes((((n,),), (n,)))
+        assert len(core._shapes) <= 4096
+    key = (((7,),), (7,))
+    assert core.shared_shapes(key) is key and core.shared_shapes((((7,),), (7,))) is key
+
+
+def test_an_op_of_one_tensor_without_parameters_takes_no_more_arguments(cpu) -> None:
+    x = cpu.tensor([0.5, -1.0])
+    assert tk.ops.sigmoid.__name__ == "sigmoid" and tk.ops.sigmoid.__doc__.startswith("``1 / (1 + exp(-x))``")
+    with pytest.raises(TypeError, match="positional argument"):
+        tk.ops.tanh(x, 2.0)
+    assert np.allclose(tk.ops.clip(x, high=0.0).numpy(), [0.0, -1.0])  # parameters still pass through
+    assert np.allclose(tk.ops.sum(x, axis=0, keepdims=True).numpy(), [-0.5])

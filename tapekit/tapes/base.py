@@ -28,7 +28,9 @@ class Record:
     """One recorded op: its id, name, operand ids and shapes, output, and backward rules.
 
     ``rules[i](g, *saved)`` maps the output's gradient ``g`` to operand ``i``'s (``None`` for
-    constants); ``saved`` holds what the forward kept for them.
+    constants); ``saved`` holds what the forward kept for them. ``shapes`` arrives as the pair
+    (operand shapes, output shape) that ``emit`` shares among records of the same shapes, and is
+    kept as ``shapes`` and ``out_shape``.
     ``parents`` are the records that made the operands, so an output's history can be walked
     whichever tape holds it. ``home`` is a weak reference to the tape that holds the record,
     ``None`` once a backward consumed it (then ``consumed_by`` says which).
@@ -42,15 +44,14 @@ class Record:
     __slots__ = ("id", "name", "inputs", "shapes", "out", "out_shape", "dtype", "rules", "saved",
                  "first_parent", "other_parents", "home", "consumed_by")
 
-    def __init__(self, rid: int, name: str, inputs: tuple, shapes: tuple, out: int, out_shape: tuple,
-                 dtype: Any, rules: Sequence[Callable | None], saved: tuple, first_parent: "Record | None",
+    def __init__(self, rid: int, name: str, inputs: tuple, shapes: tuple, out: int, dtype: Any,
+                 rules: Sequence[Callable | None], saved: tuple, first_parent: "Record | None",
                  other_parents: "tuple | None") -> None:
         self.id = rid
         self.name = name
         self.inputs = inputs
-        self.shapes = shapes
+        self.shapes, self.out_shape = shapes
         self.out = out
-        self.out_shape = out_shape
         self.dtype = dtype
         self.rules = rules
         self.saved = saved
