@@ -85,7 +85,10 @@ def _run(records: list[Record], grads: Gradients, outputs: Sequence[Tensor], see
     clean = grads._clean if device.takes_out else ()  # ids of zeroed buffers a rule may write into
     inplace = owned if device.takes_out else ()  # ids of buffers to add into in place (none clean past `clean`)
     leaves = grads.leaves
-    wanted = None if leaves is None else leaves | {rec.out for rec in records}  # the rest is dropped at the end
+    wanted = None  # with a leaf set: the ids whose gradients are of use (the rest is dropped at the end)
+    if leaves is not None:
+        wanted = {rec.out for rec in records}
+        wanted.update(leaves)  # in place: a long tape's set is not copied
     for out, seed in zip(outputs, seeds):
         accumulate(out.id, seed, device)
     for rec in reversed(records):
