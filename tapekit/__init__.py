@@ -5,7 +5,7 @@ from .check import GradCheck, check_grads
 from .devices import Cpu, Cuda, Device
 from .errors import (AxisError, BackwardError, DeviceMismatchError, DeviceUnavailableError, DTypeError,
                      GradientCheckError, IncompleteTapeWarning, IndexingError, InvalidArgumentError,
-                     MissingGradientError, ModelFileError, ShapeError, TapeConsumedError, TapeError, TapekitError,
+                     MissingGradientError, ModelFileError, OperandError, ShapeError, TapeConsumedError, TapeError, TapekitError,
                      TapeMovedError, TapePolicyError, UnusedParamsError)
 from .gradients import Gradients
 from .inspect import explain, tapes
@@ -34,7 +34,7 @@ __all__ = [
     "abs", "clip", "concat", "cos", "exp", "log", "log_softmax", "logsumexp", "matmul", "maximum", "mean",
     "minimum", "relu", "sigmoid", "sin", "softmax", "sqrt", "stack", "tanh", "where",
     "TapekitError", "ShapeError", "AxisError", "IndexingError", "DeviceMismatchError", "DeviceUnavailableError",
-    "DTypeError", "InvalidArgumentError", "TapeError", "TapeMovedError", "TapeConsumedError", "TapePolicyError",
+    "DTypeError", "InvalidArgumentError", "OperandError", "TapeError", "TapeMovedError", "TapeConsumedError", "TapePolicyError",
     "BackwardError", "MissingGradientError", "UnusedParamsError", "ModelFileError", "GradientCheckError",
     "IncompleteTapeWarning",
 ]

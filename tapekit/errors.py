@@ -42,6 +42,10 @@ class InvalidArgumentError(TapekitError, ValueError):
     """An argument has a value the call cannot use."""
 
 
+class OperandError(TapekitError, TypeError):
+    """An op got an operand of a kind it cannot take (a string, a list where a tensor goes)."""
+
+
 class TapeError(TapekitError):
     """Base class of the errors about tapes."""
 

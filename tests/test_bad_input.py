@@ -225,6 +225,42 @@ def where_condition_dtype(new_tape, tmp):
     return (lambda: tk.where(DEV.tensor([1.0, 0.0]), a, b)), [a, b]
 
 
+# operands of a kind no op takes
+@bad(tk.OperandError, "add: unsupported operand of type str", "use a tensor or a number", per_policy=True)
+def operand_string(new_tape, tmp):
+    a = operand(new_tape, (2,))
+    return (lambda: a + "1"), [a]
+
+
+@bad(tk.OperandError, "mul needs at least one tensor operand", "make one a tensor with dev.tensor(value)")
+def operand_two_numbers(new_tape, tmp):
+    return (lambda: tk.ops.mul(2.0, 3.0)), []
+
+
+@bad(tk.OperandError, "where needs at least one tensor", "make one a tensor with dev.tensor(value)")
+def operand_where_numbers(new_tape, tmp):
+    return (lambda: tk.where(DEV.tensor([True]), 1.0, 0.0)), []
+
+
+@bad(tk.OperandError, "matmul takes two tensors, got Tensor @ ndarray", "make an array a tensor with dev.tensor",
+     per_policy=True)
+def operand_matmul_array(new_tape, tmp):
+    a = operand(new_tape, (2, 2))
+    return (lambda: tk.matmul(a, np.eye(2))), [a]
+
+
+@bad(tk.OperandError, "concat takes a non-empty sequence of tensors, got a sequence of Tensor, float",
+     "tk.concat([a, b])", per_policy=True)
+def operand_concat_number(new_tape, tmp):
+    a = operand(new_tape, (2,))
+    return (lambda: tk.concat([a, 1.0])), [a]
+
+
+@bad(tk.OperandError, "stack takes a non-empty sequence of tensors, got an empty sequence", "tk.stack([a, b])")
+def operand_stack_empty(new_tape, tmp):
+    return (lambda: tk.stack([])), []
+
+
 # devices mixed
 def _two_devices(new_tape, shape=(3,)):
     d1 = tk.Cpu(backend="strict", where="device1")

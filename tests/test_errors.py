@@ -35,6 +35,7 @@ def calls():
         tk.DeviceUnavailableError: (lambda: tk.Cuda(device_id=99), "GPU|CuPy"),
         tk.DTypeError: (lambda: dev.tensor(np.array([1, 2])).trace(), "not floating"),
         tk.InvalidArgumentError: (lambda: tk.Cpu(backend="torch"), "unknown backend"),
+        tk.OperandError: (lambda: x * "2", "unsupported operand of type str"),
         tk.TapeMovedError: (moved, "moved into the output of op"),
         tk.TapeConsumedError: (consumed, "consumed"),
         tk.TapePolicyError: (lambda: x.trace(tk.ArcTape()) + x.trace(tk.UnionTape()), "mix tape policies"),
@@ -55,4 +56,5 @@ def test_each_error_comes_from_a_real_call(error):
 def test_errors_are_also_the_builtin_kinds_users_catch():
     assert issubclass(tk.ShapeError, ValueError) and issubclass(tk.IndexingError, IndexError)
     assert issubclass(tk.MissingGradientError, KeyError) and issubclass(tk.DTypeError, TypeError)
+    assert issubclass(tk.OperandError, TypeError)
     assert issubclass(tk.IncompleteTapeWarning, UserWarning)

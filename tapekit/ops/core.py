@@ -17,7 +17,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ..errors import AxisError, DeviceMismatchError, ShapeError
+from ..errors import AxisError, DeviceMismatchError, OperandError, ShapeError
 from ..ids import label, next_id
 from ..tapes.base import MovedTape, Record, raise_spent
 from ..tapes.global_ import _active
@@ -159,7 +159,7 @@ def check_devices(tensors: Sequence[Tensor], op: str) -> None:
 def scalar(value: Any, op: str) -> float | int:
     """A Python number an op can take as a constant operand."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{op}: unsupported operand of type {type(value).__name__}; use a tensor or a number")
+        raise OperandError(f"{op}: unsupported operand of type {type(value).__name__}; use a tensor or a number")
     return value.item() if isinstance(value, np.generic) else value
 
 
@@ -204,7 +204,8 @@ def binary(rule_x: Callable, rule_y: Callable) -> Callable[[Callable], Callable[
                     y = scalar(b, name)
             else:
                 if not isinstance(b, Tensor):
-                    raise TypeError(f"{name} needs at least one tensor operand")
+                    raise OperandError(f"{name} needs at least one tensor operand, got two numbers; make one a "
+                                       f"tensor with dev.tensor(value)")
                 device = b.device
                 x, y = scalar(a, name), b.data
             try:

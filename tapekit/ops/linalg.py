@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..errors import ShapeError
+from ..errors import OperandError, ShapeError
 from ..tensor import Tensor
 from .core import broadcast_shape, check_devices, emit, fills, unbroadcast
 
@@ -10,7 +10,7 @@ from .core import broadcast_shape, check_devices, emit, fills, unbroadcast
 def matmul(a: Tensor, b: Tensor) -> Tensor:
     """``a @ b``. A 1-D operand is a row (left) or a column (right); leading axes broadcast."""
     if not isinstance(a, Tensor) or not isinstance(b, Tensor):
-        raise TypeError(f"matmul takes two tensors, got {type(a).__name__} @ {type(b).__name__}; make an array a "
+        raise OperandError(f"matmul takes two tensors, got {type(a).__name__} @ {type(b).__name__}; make an array a "
                         f"tensor with dev.tensor(array), and multiply by a number with *")
     check_devices((a, b), "matmul")
     x, y = a.data, b.data

@@ -8,7 +8,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..devices import dtype_name, is_integer
-from ..errors import DeviceMismatchError, DTypeError, IndexingError, ShapeError
+from ..errors import DeviceMismatchError, DTypeError, IndexingError, OperandError, ShapeError
 from ..ids import label
 from ..tensor import Tensor
 from .core import broadcast_shape, check_devices, emit, normalize_axes, same, unary, where_false, where_true
@@ -104,7 +104,8 @@ def where(condition: Any, a: Any, b: Any) -> Tensor:
     """``a`` where ``condition`` holds, else ``b``; ``a`` and ``b`` may be numbers."""
     tensors = [t for t in (a, b) if isinstance(t, Tensor)]
     if not tensors:
-        raise TypeError("where needs at least one tensor among its two value operands")
+        raise OperandError("where needs at least one tensor among its two value operands, got two numbers; make "
+                           "one a tensor with dev.tensor(value)")
     device = tensors[0].device
     xp = device.xp
     check_devices(tensors, "where")
@@ -198,8 +199,14 @@ def value_range(index: Any, device: Any) -> tuple[int, int]:
 
 
 def _tensors(tensors: Sequence[Any], op: str) -> list[Tensor]:
-    tensors = list(tensors)
-    if not tensors or not all(isinstance(t, Tensor) for t in tensors):
-        raise TypeError(f"{op} takes a non-empty sequence of tensors")
-    check_devices(tensors, op)
-    return tensors
+    try:
+        items = list(tensors)
+    except TypeError:
+        items = None
+    if not items or not all(isinstance(t, Tensor) for t in items):
+        got = (f"a {type(tensors).__name__}" if items is None else "an empty sequence" if not items else
+               "a sequence of " + ", ".join(sorted({type(t).__name__ for t in items})))
+        raise OperandError(f"{op} takes a non-empty sequence of tensors, got {got}; pass a list such as "
+                           f"tk.{op}([a, b])")
+    check_devices(items, op)
+    return items
