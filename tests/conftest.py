@@ -17,6 +17,9 @@ def _gpu_available() -> bool:
         return False
 
 
+POLICIES = {"owned": tk.OwnedTape, "arc": tk.ArcTape, "union": tk.UnionTape, "global": tk.GlobalTape}
+"""Every recording policy by a short name; "global" means a ``tk.GlobalTape()`` block around the call."""
+
 DEVICE_KINDS = ["numpy", "strict"] + (["cuda"] if _gpu_available() else [])
 
 

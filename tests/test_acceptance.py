@@ -29,8 +29,7 @@ def test_p3_merged_tapes_run_in_global_creation_order(cpu):
     dev = cpu
     x = dev.tensor([0.5]); a, b = x.trace(), x.trace()
     a1 = a.exp(); b1 = b.sin(); a2 = a1 * a1
-    assert np.allclose((a2 + b1).sum().backward()[x], [2 * np.e + np.cos(0.5)])
-    assert np.allclose(2 * np.e + np.cos(0.5), 6.314146218808464)
+    assert np.allclose((a2 + b1).sum().backward()[x], [6.314146218808464])  # 2 * e + cos(0.5)
 
 
 def test_p4_arc_tape_partitions_gradients(cpu):
@@ -71,5 +70,4 @@ def test_p6_the_same_tensor_on_both_sides(cpu):
 def test_p7_residual_branch_with_retaped(cpu):
     dev = cpu
     x = dev.tensor([0.5]).trace(); y = x.retaped().exp() + x
-    assert np.allclose(y.sum().backward()[x], [np.exp(0.5) + 1])
-    assert np.allclose(np.exp(0.5) + 1, 2.648721270700128)
+    assert np.allclose(y.sum().backward()[x], [2.648721270700128])  # exp(0.5) + 1

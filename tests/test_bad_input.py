@@ -15,10 +15,9 @@ import pytest
 
 import tapekit as tk
 
-from .conftest import host
+from .conftest import POLICIES, host
 
 DEV = tk.Cpu(seed=0)
-POLICIES = {"owned": tk.OwnedTape, "arc": tk.ArcTape, "union": tk.UnionTape, "global": tk.GlobalTape}
 
 
 # -- the state a bad call must not change ------------------------------------------------------

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import math
 import sys
 import weakref
 from typing import Iterator
@@ -16,7 +15,8 @@ import pytest
 
 import tapekit as tk
 
-POLICIES = {"owned": tk.OwnedTape, "arc": tk.ArcTape, "union": tk.UnionTape, "global": tk.GlobalTape}
+from .conftest import POLICIES
+
 CHAIN = 100_000
 FAN_IN = 10_000
 
@@ -62,7 +62,6 @@ def test_chain_of_100k_ops(policy: str) -> None:
     np.testing.assert_allclose(grads[x], [scale, scale], rtol=1e-9)
     added = d * sum(c ** k for k in range(CHAIN // 2))
     np.testing.assert_allclose(y.numpy(), x.numpy() * scale + added, rtol=1e-9)
-    assert math.isclose(scale, math.exp(CHAIN // 2 * math.log(c)), rel_tol=1e-12)
 
     # freeing: the last handles hold a 100,001-record chain through their records' parents
     tape_ref = weakref.ref(tape)

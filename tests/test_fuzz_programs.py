@@ -14,8 +14,9 @@ from hypothesis.extra.numpy import mutually_broadcastable_shapes
 
 import tapekit as tk
 
+from .conftest import POLICIES
+
 DEV = tk.Cpu(seed=0)
-POLICIES = {"owned": tk.OwnedTape, "arc": tk.ArcTape, "union": tk.UnionTape, "global": tk.GlobalTape}
 
 # smooth ops only: a kink (abs, relu, max) between x - eps and x + eps would fool finite differences
 UNARY: dict[str, Callable[[tk.Tensor], tk.Tensor]] = {

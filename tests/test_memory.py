@@ -17,7 +17,7 @@ import tapekit as tk
 from tapekit.history import history
 from tapekit.tapes.base import Record
 
-POLICIES = {"owned": tk.OwnedTape, "arc": tk.ArcTape, "union": tk.UnionTape, "global": tk.GlobalTape}
+from .conftest import POLICIES
 
 
 class Tracked(np.ndarray):

@@ -186,12 +186,10 @@ class TapeMachine(RuleBasedStateMachine):
 
     @invariant()
     def tapes_hold_what_the_model_says(self):
-        if not hasattr(self, "ref"):
-            return
         for h in self.live:
             tape = self.ref.tape(h.key)
-            if tape is None:
-                assert h.t.tape is None or h.t.tape._spent is not None or self.policy != "owned"
+            if tape is None:  # only an OwnedTape handle loses its tape: moved into an op, or consumed
+                assert self.policy == "owned" and h.t.tape._spent is not None
                 continue
             assert {r.id for r in h.t.tape.records} == self.ref.records[tape]
 
