@@ -64,14 +64,13 @@ def floor(x0: np.ndarray, w0: np.ndarray, n: int) -> Contender:
 
 def tapekit(x0: np.ndarray, w0: np.ndarray, n: int, policy: type[tk.Tape]) -> Contender:
     """tapekit under ``policy``, keeping the gradients of ``x`` and ``w`` (the leaf set), as the
-    floor and the peers do. OwnedTape is dfdx's style: only ``x`` carries the tape, ``w`` is a
-    plain tensor that still gets its gradient (every operand of a recorded op does). The shared
-    policies trace both."""
+    floor and the peers do. Only ``x`` carries the tape, in dfdx's style: ``w`` is a plain tensor
+    that still gets its gradient, since every operand of a recorded op does."""
     dev = tk.Cpu()
 
     def run() -> list[Any]:
         x, w = dev.tensor(x0), dev.tensor(w0)
-        x, w = x.trace(policy(leaves=[x, w])), w if policy is tk.OwnedTape else w.trace(policy(leaves=[x, w]))
+        x = x.trace(policy(leaves=[x, w]))
         g = forward(x, w, n, lambda t: t.tanh()).sum().backward()
         return [g[x], g[w]]
 

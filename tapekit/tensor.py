@@ -151,8 +151,11 @@ class Tensor:
         return self.numpy().tolist()
 
     def to(self, device: Any) -> "Tensor":
-        """A copy of the values on ``device`` (no tape: a transfer is not differentiable here)."""
-        return Tensor(device.count(device.from_numpy(self.numpy())), device)
+        """The values on ``device``, as a new tensor with no tape (a transfer is not differentiable
+        here). Where the storage already lives there (numpy to numpy), it is shared, not copied:
+        tensors never change, so nothing can tell, and no allocation is counted."""
+        data = device.from_numpy(self.numpy())
+        return Tensor(data if data is self.data else device.count(data), device)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         arr = self.numpy()

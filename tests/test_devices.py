@@ -42,6 +42,17 @@ def test_transfers_and_values(dev):
     assert np.array_equal(np.asarray(y), [1.5, 2.5]) and y.device is not x.device
 
 
+@pytest.mark.parametrize("kind", DEVICE_KINDS)
+def test_a_transfer_counts_an_allocation_only_when_it_copies(kind):
+    source, target = make_device(kind), tk.Cpu()
+    x = source.tensor([1.5, 2.5])
+    target.reset_counters()
+    y = x.to(target)
+    shared = kind == "numpy"  # numpy storage already lives on tk.Cpu()
+    assert (y.data is x.data) is shared
+    assert target.allocations == (0 if shared else 1)
+
+
 def test_allocation_counter_counts_results_and_gradients(cpu):
     x = cpu.tensor([1.0, 2.0]).trace()
     cpu.reset_counters()
