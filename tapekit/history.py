@@ -60,6 +60,7 @@ class Coverage:
     records: list[Record]
     hidden: list[Record] = field(default_factory=list)  # in the history, not on the tapes run
     missed: dict[int, str] = field(default_factory=dict)  # tensor id -> why its gradient is missing
+    incomplete: set[int] = field(default_factory=set)  # ids whose gradient arrives only in part
 
     @property
     def complete(self) -> bool:
@@ -67,15 +68,23 @@ class Coverage:
 
     def summary(self, outs: str) -> str:
         places = sorted({where(r) for r in self.hidden})
-        names = ", ".join(label(t) for t in sorted(self.missed)) or "none"
         return (f"backward on {outs} cannot see {plural(len(self.hidden), 'record')} of the "
-                f"{len(self.records)} in its history ({'; '.join(places)}): gradients of {names} will be missing. "
+                f"{len(self.records)} in its history ({'; '.join(places)}): {self._losses()}. "
                 f"{_advice(self.hidden)}")
+
+    def _losses(self) -> str:
+        """``gradients of y will be missing and those of x incomplete``, as far as each applies."""
+        missing, partial = _labels(self.missed), _labels(self.incomplete)
+        if partial and not missing:
+            return f"gradients of {partial} will be incomplete"
+        return f"gradients of {missing or 'none'} will be missing" + (f" and those of {partial} incomplete"
+                                                                       if partial else "")
 
 
 def coverage(outputs: Sequence[Any], stores: Iterable[Tape]) -> Coverage:
-    """Which records of the outputs' history the tapes ``stores`` hold, and which tensors lose
-    their gradient because a record on the way to them is elsewhere."""
+    """Which records of the outputs' history the tapes ``stores`` hold; which tensors lose their
+    gradient because every way from them to the outputs runs through a record that is elsewhere;
+    and which get only part of it, because some ways do and others do not."""
     stores = set(stores)
     records = history(outputs)
     hidden = {r.id for r in records if home_of(r) not in stores}
@@ -85,9 +94,17 @@ def coverage(outputs: Sequence[Any], stores: Iterable[Tape]) -> Coverage:
         if rec.out not in blocked:
             continue
         block = blocked[rec.out] or (rec if rec.id in hidden else None)
+        passes_part = block is None and rec.out in cov.incomplete  # an incomplete gradient flows on
         for tid in rec.inputs:
-            if tid is not None and (tid not in blocked or (blocked[tid] is not None and block is None)):
+            if tid is None:
+                continue
+            if tid in blocked and (blocked[tid] is None) != (block is None):  # one way blocked, one open
+                cov.incomplete.add(tid)
+                blocked[tid] = None
+            elif tid not in blocked:
                 blocked[tid] = block
+            if passes_part:
+                cov.incomplete.add(tid)
     cov.missed = {tid: _why(tid, rec) for tid, rec in blocked.items() if rec is not None}
     return cov
 
@@ -101,6 +118,10 @@ def _why(tid: int, rec: Record) -> str:
     else:
         place = "was dropped with its tape"
     return f"{label(tid)} has no gradient: the record `{rec.line()}` on its way to the output {place}. {_advice([rec])}"
+
+
+def _labels(tids: Iterable[int]) -> str:
+    return ", ".join(label(t) for t in sorted(tids))
 
 
 def _advice(hidden: Sequence[Record]) -> str:

@@ -66,7 +66,7 @@ def tapes(*tensors: Tensor) -> TapeTable:
 @dataclass
 class Explanation:
     """What a backward on ``output`` will see: its history record by record, where each lives,
-    and the gradients it will miss, with why."""
+    the gradients it will miss, with why, and those it will get only in part."""
 
     output: Tensor
     tape: str
@@ -80,6 +80,12 @@ class Explanation:
     def missing(self) -> dict[str, str]:
         return {label(tid): why for tid, why in sorted(self.coverage.missed.items())}
 
+    @property
+    def incomplete(self) -> list[str]:
+        """The tensors that will get only part of their gradient: some of their ways to the output
+        run through a missed record, others do not."""
+        return [label(tid) for tid in sorted(self.coverage.incomplete)]
+
     def __str__(self) -> str:
         cov = self.coverage
         lines = [f"{self.output.label} carries {self.tape}; its history has {len(cov.records)} records:"]
@@ -91,7 +97,10 @@ class Explanation:
             lines.append("A backward on it sees its whole history: every gradient it depends on will be there.")
         else:
             lines.append(f"A backward on it will miss {plural(len(hidden), 'record')}; missing gradients:")
-            lines += [f"  - {why}" for why in self.missing.values()]
+            lines += [f"  - {why}" for why in self.missing.values()] or ["  (none)"]
+            if self.incomplete:
+                lines.append(f"Incomplete gradients (only some of their ways to {self.output.label} run through a "
+                             f"missed record): {', '.join(self.incomplete)}")
         return "\n".join(lines)
 
     __repr__ = __str__

@@ -242,6 +242,18 @@ def test_global_tape_nesting_innermost_is_active(cpu):
     assert a.tape is outer and b.tape is inner and c.tape is outer
 
 
+def test_an_outer_blocks_tensor_used_in_an_inner_block_is_recorded_there(cpu):
+    x = cpu.tensor([1.0, 2.0], name="x")
+    with tk.GlobalTape() as outer:
+        a = x * 2.0
+        with tk.GlobalTape() as inner:
+            b = a * a + x  # a carries the outer tape, x none: the op goes to the inner one
+    assert b.tape is inner and [r.name for r in inner.records] == ["mul", "add"] and len(outer) == 1
+    with pytest.raises(tk.TapeConsumedError, match="gradients of x will be incomplete"):
+        inner.backward(b.sum())  # x's way through a runs through a record on the outer tape
+    assert len(inner) == 3
+
+
 def test_global_tape_mixed_with_another_policy_is_an_error(cpu):
     x = cpu.tensor([1.0]).trace(tk.UnionTape())
     with tk.GlobalTape() as tape:
@@ -342,6 +354,33 @@ def test_explain_names_missing_gradients_and_where_they_went(cpu):
     assert not report.complete and list(report.missing) == ["y"]
     assert "held by z" in report.missing["y"]
     assert tk.explain(z.sum()).complete
+
+
+def test_a_gradient_that_arrives_only_in_part_is_called_incomplete(cpu):
+    x = cpu.tensor([1., 2.], name="x").trace(tk.ArcTape())
+    y = cpu.tensor([4., 5.], name="y").trace(tk.ArcTape())
+    zz = y * 2.0
+    x + y  # x's tape takes zz's record; y's tape stays, empty
+    out = (zz + y).sum()  # y reaches out directly, and through zz, whose record is now elsewhere
+    report = tk.explain(out)
+    assert report.missing == {} and report.incomplete == ["y"]
+    assert "Incomplete gradients" in str(report) and "(none)" in str(report)
+    with pytest.warns(tk.IncompleteTapeWarning, match="gradients of y will be incomplete"):
+        g = out.backward()
+    assert np.allclose(g[y], [1.0, 1.0])  # the direct way only: the full gradient is 3
+
+
+def test_missing_and_incomplete_gradients_are_named_together(cpu):
+    x = cpu.tensor([1., 2.], name="x").trace(tk.ArcTape())
+    y = cpu.tensor([4., 5.], name="y").trace(tk.ArcTape())
+    w = cpu.tensor([0.5, 0.5], name="w")
+    zz = y * w  # w's only way to the output below runs through this record
+    x + y
+    out = (zz + y).sum()
+    report = tk.explain(out)
+    assert list(report.missing) == ["w"] and report.incomplete == ["y"]
+    with pytest.warns(tk.IncompleteTapeWarning, match="gradients of w will be missing and those of y incomplete"):
+        out.backward()
 
 
 @pytest.mark.parametrize("kind", DEVICE_KINDS)

@@ -42,7 +42,7 @@ def emit(name: str, out: Any, inputs: Sequence[Any], rules: Sequence[Callable], 
         if not tapes:
             return Tensor(out, device)
         rid = next_id()
-        tape = merge_tapes(tapes, f"#{rid} {name}")
+        tape = tapes[0] if len(tapes) == 1 else merge_tapes(tapes, f"#{rid} {name}")
     elif tape is None:
         return Tensor(out, device)
     else:
