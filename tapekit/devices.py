@@ -7,6 +7,7 @@ seeded numpy generator, so one seed gives the same values on every device.
 
 from __future__ import annotations
 
+import functools
 import operator
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
@@ -26,6 +27,20 @@ def dtype_name(dtype: Any) -> str:
     """``"float32"`` for any spelling of a dtype (numpy, CuPy, array_api_strict, a string)."""
     if isinstance(dtype, str):
         return dtype
+    key = (type(dtype), dtype)  # the type first: array_api_strict warns when its dtypes meet numpy's in ==
+    try:
+        return _dtype_names[key]
+    except KeyError:
+        name = _dtype_names[key] = _name_of(dtype)
+        return name
+    except TypeError:  # unhashable: not a dtype, but say what it is
+        return _name_of(dtype)
+
+
+_dtype_names: dict[tuple, str] = {}  # numpy computes ``dtype.name`` in Python, about 2 µs a call
+
+
+def _name_of(dtype: Any) -> str:
     try:
         return np.dtype(dtype).name
     except TypeError:
@@ -62,6 +77,12 @@ def array_nbytes(value: Any) -> int | None:
     if not isinstance(getattr(value, "shape", None), tuple) or not hasattr(value, "dtype"):
         return None
     return _size_bytes(value)
+
+
+@functools.cache
+def _tensor_type() -> type:
+    from .tensor import Tensor  # imported when first needed: tensor.py imports this module
+    return Tensor
 
 
 def _shape(shape: int | Sequence[int]) -> tuple[int, ...]:
@@ -138,8 +159,7 @@ class Device:
 
     # -- constructors -------------------------------------------------------------------------
     def _wrap(self, array: Any, name: str | None) -> "Tensor":
-        from .tensor import Tensor
-        return Tensor(self.count(array), self, name=name)
+        return _tensor_type()(self.count(array), self, name=name)
 
     def tensor(self, data: Any, dtype: Any = None, name: str | None = None) -> "Tensor":
         """A tensor holding ``data`` (numbers, nested lists, a numpy array, a tensor).
@@ -147,13 +167,12 @@ class Device:
         Without ``dtype``, numbers and float arrays become float32; integer and bool arrays keep
         their dtype (so labels stay integers).
         """
-        from .tensor import Tensor
-        if isinstance(data, Tensor):
+        if isinstance(data, _tensor_type()):
             data = data.numpy()
         host = np.asarray(data)
         if dtype is None:
             keep = host.dtype.kind in "iub" and not isinstance(data, (list, tuple, int, float))
-            dtype = str(host.dtype) if keep else "float32"
+            dtype = dtype_name(host.dtype) if keep else "float32"
         if host.dtype.kind not in "iubf":
             raise DTypeError(f"cannot make a tensor from data of dtype {host.dtype}; pass numbers")
         wanted = self.dtype(dtype)

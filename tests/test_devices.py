@@ -112,3 +112,21 @@ def test_cupy_namespace_adds_the_array_api_names_older_cupy_lacks():
     assert xp.concat([a, a]).shape == (4, 3) and xp.permute_dims(a, (1, 0)).shape == (3, 2)
     assert xp.matrix_transpose(a).shape == (3, 2) and xp.astype(a, np.float32).dtype == np.float32
     assert xp.exp is np.exp
+
+
+def test_dtype_names_agree_across_namespaces_and_warn_of_nothing():
+    import warnings
+
+    import array_api_strict as strict
+
+    from tapekit.devices import dtype_name
+
+    spellings = {"float32": [np.float32, np.dtype("float32"), strict.float32, "float32"],
+                 "int64": [np.int64, np.dtype("int64"), strict.int64],
+                 "bool": [np.bool_, strict.bool]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # array_api_strict warns when its dtypes are compared with numpy's
+        for _ in range(2):  # the second round reads the names back from the cache
+            for name, dtypes in spellings.items():
+                assert [dtype_name(d) for d in dtypes] == [name] * len(dtypes)
+    assert dtype_name([1, 2]) == "[1, 2]"  # not a dtype, and not hashable: still a readable name
