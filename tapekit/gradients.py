@@ -35,10 +35,11 @@ class Gradients:
     of it, since they share one id.
 
     ``leaves`` (tensors or ids) is the set to keep: backward drops every other entry at its end.
-    A lookup that finds nothing raises ``MissingGradientError`` saying why the entry is missing.
+    A lookup that finds nothing raises ``MissingGradientError`` saying why the entry is missing;
+    ``is_complete(t)`` says whether an entry holds all of its gradient.
     """
 
-    __slots__ = ("_arrays", "_owned", "_clean", "leaves", "_why", "_ran")
+    __slots__ = ("_arrays", "_owned", "_clean", "leaves", "_why", "_partial", "_ran")
 
     def __init__(self, leaves: Iterable[Any] | None = None) -> None:
         self._arrays: dict[int, Any] = {}
@@ -46,6 +47,7 @@ class Gradients:
         self._clean: set[int] = set()  # owned entries known to hold zeros: backward may write into them
         self.leaves = leaf_ids(leaves)
         self._why: dict[int, str] = {}
+        self._partial: set[int] = set()  # entries a backward filled only in part (it could not see all the history)
         self._ran: Any = None  # a weak reference to the tape whose backward filled these gradients
 
     # -- mapping ----------------------------------------------------------------------------
@@ -96,6 +98,7 @@ class Gradients:
                 self._arrays[tid] = _updatable(arr * 0)
                 self._owned.add(tid)
         self._clean = set(self._owned)
+        self._partial.clear()
         return self
 
     def drop_non_leaves(self) -> "Gradients":
@@ -144,10 +147,21 @@ class Gradients:
                     else:
                         flags.discard(tid)
         self._why.update(other._why)
+        self._partial |= other._partial
         self.leaves = None if self.leaves is None or other.leaves is None else self.leaves | other.leaves
-        other._arrays, other._owned, other._clean, other._why = {}, set(), set(), {}
+        other._arrays, other._owned, other._clean, other._why, other._partial = {}, set(), set(), {}, set()
 
     # -- explanations -----------------------------------------------------------------------
+    def is_complete(self, key: Any) -> bool:
+        """Whether the entry of ``key`` holds its whole gradient. ``False`` when a backward that
+        could not see all of its outputs' history added to it: some of the ways from this tensor
+        to the outputs ran through records that backward did not run (its ``IncompleteTapeWarning``
+        named the tensor). ``MissingGradientError`` when there is no entry."""
+        tid = tensor_id(key)
+        if tid not in self._arrays:
+            raise MissingGradientError(self.why_missing(tid))
+        return tid not in self._partial
+
     def why_missing(self, tid: int) -> str:
         """The reason ``tid`` has no entry, in words, with what to do."""
         name = label(tid)
@@ -163,5 +177,6 @@ class Gradients:
 
     def __repr__(self) -> str:
         leaves = "all" if self.leaves is None else "{" + ", ".join(label(t) for t in sorted(self.leaves)) + "}"
-        entries = ", ".join(f"{label(t)}: {tuple(a.shape)}" for t, a in self._arrays.items())
+        entries = ", ".join(f"{label(t)}: {tuple(a.shape)}{' (incomplete)' if t in self._partial else ''}"
+                            for t, a in self._arrays.items())
         return f"Gradients({len(self)} entries, leaves={leaves}{'; ' + entries if entries else ''})"

@@ -368,6 +368,11 @@ def test_a_gradient_that_arrives_only_in_part_is_called_incomplete(cpu):
     with pytest.warns(tk.IncompleteTapeWarning, match="gradients of y will be incomplete"):
         g = out.backward()
     assert np.allclose(g[y], [1.0, 1.0])  # the direct way only: the full gradient is 3
+    assert not g.is_complete(y) and g.is_complete(zz) and "y: (2,) (incomplete)" in repr(g)
+    with pytest.raises(tk.MissingGradientError):
+        g.is_complete(x)
+    g.zero_()
+    assert g.is_complete(y)
 
 
 def test_missing_and_incomplete_gradients_are_named_together(cpu):

@@ -152,6 +152,26 @@ def test_a_warning_the_program_itself_raises_shows_as_text():
     assert "warning" not in ex.code.value
 
 
+def test_an_incomplete_gradient_is_marked_in_the_report():
+    def two_ways(tape):
+        dev = tk.Cpu()
+        x = dev.tensor([1., 2.]).trace(tape())
+        y = dev.tensor([4., 5.]).trace(tape())
+        zz = y * 2.0
+        z = x + y
+        out = zz + y
+
+    ex = widgets.TapeExplorer(two_ways, policy="arc")
+    ex.output.value = "out"
+    ex.backward_button.click()
+    assert "gradients of y will be incomplete" in ex.report_text
+    assert "½ y: incomplete, only some of its ways to out ran" in ex.report_text
+    assert "✓ out" in ex.report_text and "✓ zz" in ex.report_text
+    ex.policy.value = "union"
+    ex.backward_button.click()
+    assert "✓ y" in ex.report_text and "incomplete" not in ex.report_text
+
+
 def test_a_program_error_shows_as_text_at_its_step():
     ex = widgets.TapeExplorer(p4, policy="owned")
     assert ex.step.max == 5

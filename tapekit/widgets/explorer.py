@@ -23,7 +23,8 @@ class TapeExplorer(ReplayWidget):
     """A program replayed step by step: ``step`` (slider) and ``policy`` (dropdown) redraw the DAG
     (``picture``) and the partition plot (``plot``) and show the line of code just run (``code``);
     ``output`` and ``backward_button`` run backward on one output of the current step (on a fresh
-    run) and list in ``report`` which gradients exist and which are missing, and why.
+    run) and list in ``report`` which gradients exist, which are missing and why, and which arrived
+    only in part.
 
     ``program`` is a plain function of a tape factory (see ``tapekit.widgets.replay``). What is shown
     is kept as text: ``svg``, ``dot``, ``figure``, ``line``, ``report_text``.
@@ -73,7 +74,8 @@ class TapeExplorer(ReplayWidget):
         after = View.of(moment, f"after backward on {name}", grads)
         if grads is not None and after.scene is not None:
             lines.append("gradients:")
-            lines += [f"  ✓ {v.name}" if v.grad else f"  ✗ {grads.why_missing(tid)}"
+            lines += [(f"  ✓ {v.name}" if grads.is_complete(tid) else f"  ½ {v.name}: incomplete, only some of "
+                       f"its ways to {name} ran") if v.grad else f"  ✗ {grads.why_missing(tid)}"
                       for tid, v in after.scene.tensors.items()]
         if before.snapshot is not None:
             colours = self.replay.colours(moment)
