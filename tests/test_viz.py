@@ -247,6 +247,14 @@ def test_snapshot_of_p4_under_union_is_one_tape_that_sees_everything():
     assert shares(after) == {"z": (1, 1, 2, 2), "zz": (1, 1, 1, 1)}
 
 
+def test_a_leaf_whose_gradient_would_arrive_only_in_part_is_not_counted_as_reached():
+    x, y, z, zz = p4(tk.ArcTape)
+    out = zz + y  # y reaches out directly, and through zz, whose record is on z's tape
+    snap = viz.snapshot(out, names=locals())
+    assert shares(snap) == {"out": (1, 2, 0, 1)}
+    assert "its backward sees 1/2 records, 0/1 leaves" in str(snap)
+
+
 def test_snapshot_counts_consumed_records_as_on_no_tape():
     x, y, z, zz = p4(zz_first=False)
     z.backward(seed=np.ones(2))

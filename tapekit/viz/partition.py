@@ -35,8 +35,8 @@ class OutputShare:
     """Where one output's history lives, and how much of it the tape the output holds can see.
 
     ``split`` maps the birth of each tape holding records of the history (``None``: no tape any
-    more) to how many it holds; ``reachable`` counts the leaves whose gradient a backward on the
-    output alone would produce."""
+    more) to how many it holds; ``reachable`` counts the leaves whose whole gradient a backward on
+    the output alone would produce (not those it would miss, nor those it would get only in part)."""
 
     name: str
     carries: int | None
@@ -59,7 +59,7 @@ class OutputShare:
 
     @property
     def leaf_share(self) -> float | None:
-        """The part of the history's leaves whose gradient the output's tape reaches."""
+        """The part of the history's leaves whose whole gradient the output's tape reaches."""
         return self.reachable / self.leaves if self.leaves else None
 
     def summary(self, colours: TapeColours, sep: str = ": ") -> str:
@@ -124,7 +124,7 @@ def _output_share(tensor: Any, name: str) -> OutputShare:
     made = {rec.out for rec in records}
     leaves = {tid for rec in records for tid in rec.inputs if tid is not None and tid not in made}
     return OutputShare(name, None if store is None else store._born, split, len(leaves),
-                       len(leaves - cov.missed.keys()))
+                       len(leaves - cov.missed.keys() - cov.incomplete))
 
 
 def colours_of(*snapshots: Snapshot) -> TapeColours:
