@@ -110,8 +110,8 @@ class Explanation:
 
 
 def explain(output: Tensor) -> Explanation:
-    """Which records ``output`` depends on, on which tape each lives, and which gradients a
-    backward on it will miss and why."""
+    """Which records ``output`` depends on, on which tape each lives, which gradients a backward
+    on it will miss and why, and which it will get only in part."""
     tape, store = output._tape, live_store(output)
     if store is None:
         text = "no tape" if tape is None else f"a spent tape ({tape._spent})"
