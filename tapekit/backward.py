@@ -39,7 +39,7 @@ def backward(outputs: Any, seeds: Sequence[Any] | None = None, retain: bool = Fa
     tape = merge_tapes(tapes, "backward")
     records, grads = tape._take(retain)
     grads._why.update(cov.missed)
-    grads._partial |= cov.incomplete
+    grads._partial |= cov.incomplete | cov.missed.keys()  # a missed tensor may still get a zero entry elsewhere
     grads._ran = tape._store()._ref
     by = None if retain else f"the backward on {names}"
     _run(records, grads, outputs, seeds, by)

@@ -81,6 +81,16 @@ class Reference:
                 stack.extend(self.ops[rid][0])
         return seen
 
+    def tainted(self, out, visible):
+        """Tensors with a way to ``out`` through a record that ``visible`` lacks: their gradient is
+        incomplete (or missing) in a backward that runs only ``visible``."""
+        tainted = set()
+        for r in sorted(self.history(out), reverse=True):  # a record's consumers come before it
+            inputs, o, _ = self.ops[r]
+            if r not in visible or o in tainted:
+                tainted.update(inputs)
+        return tainted
+
     def backward(self, key, out):
         """'error', 'partial' or 'complete', and the expected gradients."""
         tape = self.tape(key)
@@ -88,6 +98,7 @@ class Reference:
         if tape is None or rid in self.consumed:
             return "error", None
         visible = self.records[tape]
+        self.last_tainted = self.tainted(out, visible)
         partial = not self.history(out) <= visible
         if partial and self.policy == "union":
             return "error", None
@@ -183,6 +194,7 @@ class TapeMachine(RuleBasedStateMachine):
         assert set(g) == set(expected)
         for tid, value in expected.items():
             assert np.allclose(g[tid], [value]), (tid, g[tid], value)
+            assert g.is_complete(tid) is (tid not in self.ref.last_tainted), tid
 
     @invariant()
     def tapes_hold_what_the_model_says(self):
