@@ -154,9 +154,9 @@ class Gradients:
     # -- explanations -----------------------------------------------------------------------
     def is_complete(self, key: Any) -> bool:
         """Whether the entry of ``key`` holds its whole gradient. ``False`` when a backward that
-        could not see all of its outputs' history added to it: some of the ways from this tensor
-        to the outputs ran through records that backward did not run (its ``IncompleteTapeWarning``
-        named the tensor). ``MissingGradientError`` when there is no entry."""
+        could not see all of its outputs' history added to it: some or all of the ways from this
+        tensor to the outputs ran through records that backward did not run (its
+        ``IncompleteTapeWarning`` named the tensor). ``MissingGradientError`` when there is no entry."""
         tid = tensor_id(key)
         if tid not in self._arrays:
             raise MissingGradientError(self.why_missing(tid))

@@ -165,7 +165,7 @@ def test_an_incomplete_gradient_is_marked_in_the_report():
     ex.output.value = "out"
     ex.backward_button.click()
     assert "gradients of y will be incomplete" in ex.report_text
-    assert "½ y: incomplete, only some of its ways to out ran" in ex.report_text
+    assert "½ y: incomplete, not all of its ways to out ran" in ex.report_text
     assert "✓ out" in ex.report_text and "✓ zz" in ex.report_text
     ex.policy.value = "union"
     ex.backward_button.click()

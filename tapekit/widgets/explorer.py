@@ -74,8 +74,8 @@ class TapeExplorer(ReplayWidget):
         after = View.of(moment, f"after backward on {name}", grads)
         if grads is not None and after.scene is not None:
             lines.append("gradients:")
-            lines += [(f"  ✓ {v.name}" if grads.is_complete(tid) else f"  ½ {v.name}: incomplete, only some of "
-                       f"its ways to {name} ran") if v.grad else f"  ✗ {grads.why_missing(tid)}"
+            lines += [(f"  ✓ {v.name}" if grads.is_complete(tid) else f"  ½ {v.name}: incomplete, not all of its "
+                       f"ways to {name} ran") if v.grad else f"  ✗ {grads.why_missing(tid)}"
                       for tid, v in after.scene.tensors.items()]
         if before.snapshot is not None:
             colours = self.replay.colours(moment)
