@@ -33,11 +33,15 @@ def emit(name: str, out: Any, inputs: Sequence[Any], rules: Sequence[Callable], 
         out = np.asarray(out)
     device.count(out)
     tape = None
-    for t in inputs:  # the common case: one tape among the operands, and no GlobalTape block
+    for t in inputs:  # the common cases: one tape among the operands, or a GlobalTape block's own
         held = getattr(t, "_tape", None)
         if held is not None and held is not tape:
             tape = held if tape is None else _SEVERAL
-    if tape is _SEVERAL or _active.get():
+    active = _active.get()
+    if active and (tape is None or tape is active[-1]):  # a GlobalTape is never spent: nothing to check
+        tape = active[-1]
+        rid = next_id()
+    elif tape is _SEVERAL or active:
         tapes = operand_tapes(inputs, name)  # checked: none spent, one policy
         if not tapes:
             return Tensor(out, device)

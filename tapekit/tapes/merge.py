@@ -23,10 +23,7 @@ def operand_tapes(inputs: Sequence[Any], op: str) -> Sequence[Tape]:
             tape = tape._store()  # two handles of tapes that are already one (merged UnionTapes)
         else:
             return _checked_tapes(inputs, op)
-    active = _active.get()
-    if active:
-        if tape is None or tape is active[-1]:  # inside a GlobalTape block, on its tape or none: nothing to check
-            return (active[-1],)
+    if _active.get():
         return _checked_tapes(inputs, op)
     if tape is None:
         return ()
