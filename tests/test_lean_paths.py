@@ -2,7 +2,8 @@
 gradients it would drop anyway, and lets go of used entries early; the history check that backward
 runs first agrees with the full walk; a moved handle's error is written when it is raised; a
 UnionTape's records stay at home after their first tape's holders are gone; records of the same
-shapes share one shape tuple; an op of one tensor and no parameters is called without packing any."""
+shapes share one shape tuple; an op of one tensor and no parameters is called without packing any;
+concat and stack share rules made once."""
 
 from __future__ import annotations
 
@@ -160,3 +161,14 @@ def test_an_op_of_one_tensor_without_parameters_takes_no_more_arguments(cpu) -> 
         tk.ops.tanh(x, 2.0)
     assert np.allclose(tk.ops.clip(x, high=0.0).numpy(), [0.0, -1.0])  # parameters still pass through
     assert np.allclose(tk.ops.sum(x, axis=0, keepdims=True).numpy(), [-0.5])
+
+
+def test_joined_operands_share_rules_made_once_and_save_no_arrays(cpu) -> None:
+    tape = tk.UnionTape()
+    a, b = cpu.tensor([1.0, 2.0]).trace(tape), cpu.tensor([3.0, 4.0]).trace(tape)
+    joined, stacked = tk.concat([a, b]), tk.stack([b, a])
+    cat, stk = joined._record, stacked._record
+    assert cat.rules[0] is stk.rules[0] and cat.rules[1] is stk.rules[1] and cat.rules[0] is not cat.rules[1]
+    assert cat.saved_bytes == 0 and stk.saved_bytes == 0
+    g = tk.backward([(joined * cpu.tensor([1.0, 2.0, 3.0, 4.0])).sum(), (stacked[0] * 10.0).sum()])
+    assert np.allclose(g[a], [1.0, 2.0]) and np.allclose(g[b], [13.0, 14.0])

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import math
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -69,16 +70,11 @@ def concat(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
         if t.ndim != first.ndim or any(m != n for i, (m, n) in enumerate(zip(t.shape, first.shape)) if i != ax):
             raise ShapeError(f"concat: {label(t.id)} has shape {t.shape} but {label(first.id)} has {first.shape}; "
                              f"all shapes must match except along axis {ax}")
-    xp = first.device.xp
     bounds = np.cumsum([0] + [t.shape[ax] for t in tensors])
-
-    def piece(lo: int, hi: int):  # each operand's rule takes its own slice: a closure, nothing saved
-        index = tuple(slice(lo, hi) if i == ax else slice(None) for i in range(first.ndim))
-        return lambda g: g[index]
-
-    out = xp.concat([t.data for t in tensors], axis=ax)
-    return emit("concat", out, tensors, [piece(int(lo), int(hi)) for lo, hi in zip(bounds[:-1], bounds[1:])], (),
-                first.device)
+    pieces = tuple(tuple(slice(int(lo), int(hi)) if i == ax else slice(None) for i in range(first.ndim))
+                   for lo, hi in zip(bounds[:-1], bounds[1:]))
+    out = first.device.xp.concat([t.data for t in tensors], axis=ax)
+    return emit("concat", out, tensors, _piece_rules(len(tensors)), (pieces,), first.device)
 
 
 def stack(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
@@ -90,14 +86,21 @@ def stack(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
             raise ShapeError(f"stack: {label(t.id)} has shape {t.shape} but {label(first.id)} has {first.shape}; "
                              f"stacked tensors must have one shape")
     (ax,) = normalize_axes(axis, first.ndim + 1, "stack")
-    xp = first.device.xp
+    pieces = tuple(tuple(i if d == ax else slice(None) for d in range(first.ndim + 1)) for i in range(len(tensors)))
+    out = first.device.xp.stack([t.data for t in tensors], axis=ax)
+    return emit("stack", out, tensors, _piece_rules(len(tensors)), (pieces,), first.device)
 
-    def piece(i: int):  # each operand's rule takes its own slice: a closure, nothing saved
-        index = tuple(i if d == ax else slice(None) for d in range(first.ndim + 1))
-        return lambda g: g[index]
 
-    out = xp.stack([t.data for t in tensors], axis=ax)
-    return emit("stack", out, tensors, [piece(i) for i in range(len(tensors))], (), first.device)
+def _piece_rules(n: int) -> tuple[Callable, ...]:
+    """The rules of ``n`` joined operands: operand ``i`` takes its own piece of the gradient,
+    ``g[pieces[i]]``, where ``pieces`` (saved) holds every operand's index into the output. Each
+    rule is made once per position, not per call."""
+    return tuple(_piece_rule(i) for i in range(n))
+
+
+@functools.cache
+def _piece_rule(i: int) -> Callable:
+    return lambda g, pieces: g[pieces[i]]
 
 
 def where(condition: Any, a: Any, b: Any) -> Tensor:

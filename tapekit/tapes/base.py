@@ -68,10 +68,7 @@ class Record:
     @property
     def saved_bytes(self) -> int:
         """Bytes of the arrays this record keeps alive for its backward rules."""
-        arrays = {id(v): array_nbytes(v) for v in self.saved or ()}
-        for rule in self.rules or ():  # a rule may also be a closure over arrays (concat, stack)
-            for cell in getattr(rule, "__closure__", None) or ():
-                arrays[id(cell.cell_contents)] = array_nbytes(cell.cell_contents)
+        arrays = {id(v): array_nbytes(v) for v in self.saved or ()}  # x * x saves one array twice
         return sum(n for n in arrays.values() if n is not None)
 
     def line(self) -> str:
