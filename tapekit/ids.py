@@ -12,13 +12,12 @@ _names: dict[int, str] = {}
 
 
 def set_name(tid: int, name: str) -> None:
-    _names[tid] = name
+    _names[tid] = str(name)
 
 
 def name_of(tid: int) -> str | None:
     """The name given to the tensor with this id, ``None`` when it has none."""
-    name = _names.get(tid)
-    return None if name is None else f"{name}"
+    return _names.get(tid)
 
 
 def label(tid: int | None) -> str:

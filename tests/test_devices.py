@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import warnings
+
+import array_api_strict as strict
 import numpy as np
 import pytest
 
 import tapekit as tk
+from tapekit.devices import dtype_name
 
 from .conftest import DEVICE_KINDS, host, make_device
 
@@ -115,12 +119,6 @@ def test_cupy_namespace_adds_the_array_api_names_older_cupy_lacks():
 
 
 def test_dtype_names_agree_across_namespaces_and_warn_of_nothing():
-    import warnings
-
-    import array_api_strict as strict
-
-    from tapekit.devices import dtype_name
-
     spellings = {"float32": [np.float32, np.dtype("float32"), strict.float32, "float32"],
                  "int64": [np.int64, np.dtype("int64"), strict.int64],
                  "bool": [np.bool_, strict.bool]}
