@@ -74,9 +74,7 @@ class TapeExplorer(ReplayWidget):
         after = View.of(moment, f"after backward on {name}", grads)
         if grads is not None and after.scene is not None:
             lines.append("gradients:")
-            lines += [(f"  ✓ {v.name}" if grads.is_complete(tid) else f"  ½ {v.name}: incomplete, not all of its "
-                       f"ways to {name} ran") if v.grad else f"  ✗ {grads.why_missing(tid)}"
-                      for tid, v in after.scene.tensors.items()]
+            lines += [_gradient_line(grads, tid, v.name, name) for tid, v in after.scene.tensors.items()]
         if before.snapshot is not None:
             colours = self.replay.colours(moment)
             lines.append("(in tapekit's messages, " + ", ".join(f"{colours.name(t.birth)} is {t.label}"
@@ -95,6 +93,15 @@ class TapeExplorer(ReplayWidget):
     def _report(self, text: str) -> None:
         self.report_text = text
         self.report.value = pre(text)
+
+
+def _gradient_line(grads: Gradients, tid: int, tensor: str, output: str) -> str:
+    """``✓ x`` (a whole gradient), ``½ x: ...`` (only part of it) or ``✗`` and why there is none."""
+    if tid not in grads:
+        return f"  ✗ {grads.why_missing(tid)}"
+    if grads.is_complete(tid):
+        return f"  ✓ {tensor}"
+    return f"  ½ {tensor}: incomplete, not all of its ways to {output} ran"
 
 
 def _backward(out: Tensor, name: str) -> tuple[Gradients | None, list[str]]:
