@@ -54,18 +54,18 @@ def emit(name: str, out: Any, inputs: Sequence[Any], rules: Sequence[Callable], 
             raise_spent(tape)
         rid = next_id()
     result = Tensor(out, device, tape)
-    if len(inputs) == 1:
+    if len(inputs) == 1:  # one tensor or two, the common cases, inline
         (a,) = inputs
-        key = (a.data.shape,), out.shape
-        rec = Record(rid, name, (a.id,), _shapes.get(key) or shared_shapes(key), result.id, out.dtype, rules,
-                     saved, a._record, None)
+        ids, shapes, first, others = (a.id,), (a.data.shape,), a._record, None
     elif len(inputs) == 2 and type(inputs[0]) is Tensor and type(inputs[1]) is Tensor:
         a, b = inputs
-        key = (a.data.shape, b.data.shape), out.shape
-        rec = Record(rid, name, (a.id, b.id), _shapes.get(key) or shared_shapes(key), result.id, out.dtype, rules,
-                     saved, a._record, None if b._record is None else (b._record,))
+        ids, shapes, first = (a.id, b.id), (a.data.shape, b.data.shape), a._record
+        others = None if b._record is None else (b._record,)
     else:
-        rec = _record_of_many(rid, name, inputs, rules, saved, result.id, out)
+        ids, shapes, first, others, rules = _operands_of_many(inputs, rules)
+    key = shapes, out.shape
+    rec = Record(rid, name, ids, _shapes.get(key) or shared_shapes(key), result.id, out.dtype, rules, saved, first,
+                 others)
     tape._record(rec)
     result._record = rec
     if tape.moves:
@@ -90,16 +90,15 @@ def shared_shapes(key: tuple) -> tuple:
     return got
 
 
-def _record_of_many(rid: int, name: str, inputs: Sequence[Any], rules: Sequence[Callable], saved: tuple,
-                    out_id: int, out: Any) -> Record:
-    """The record of an op with numbers among its operands, or more than two operands (a number's
-    id, shape and rule: None, (), None)."""
+def _operands_of_many(inputs: Sequence[Any], rules: Sequence[Callable]) -> tuple:
+    """Ids, shapes, first parent, other parents and rules of an op with numbers among its operands,
+    or more than two operands (a number's id, shape and rule: None, (), None)."""
     tensors = [t if isinstance(t, Tensor) else None for t in inputs]
     parents = tuple(None if t is None else t._record for t in tensors)
-    shapes = shared_shapes((tuple(() if t is None else t.data.shape for t in tensors), out.shape))
-    return Record(rid, name, tuple(None if t is None else t.id for t in tensors), shapes, out_id, out.dtype,
-                  tuple(None if t is None else rule for t, rule in zip(tensors, rules)), saved, parents[0],
-                  parents[1:] if any(p is not None for p in parents[1:]) else None)
+    return (tuple(None if t is None else t.id for t in tensors),
+            tuple(() if t is None else t.data.shape for t in tensors), parents[0],
+            parents[1:] if any(p is not None for p in parents[1:]) else None,
+            tuple(None if t is None else rule for t, rule in zip(tensors, rules)))
 
 
 def unbroadcast(xp: Any, grad: Any, shape: tuple[int, ...], out: Any = None) -> Any:
