@@ -9,9 +9,9 @@ from .errors import (AxisError, BackwardError, DeviceMismatchError, DeviceUnavai
                      TapeMovedError, TapePolicyError, UnusedParamsError)
 from .gradients import Gradients
 from .inspect import explain, tapes
-from .losses import binary_cross_entropy_with_logits, cross_entropy, mse_loss
-from .ops import (abs, clip, concat, cos, exp, log, log_softmax, logsumexp, matmul, maximum, mean, minimum,
-                  relu, sigmoid, sin, softmax, sqrt, stack, tanh, where)
+from .losses import *  # noqa: F401,F403  (each module's __all__ names its public functions)
+from .ops import *  # noqa: F401,F403
+from . import losses as _losses, ops as _ops
 from .tapes import ArcTape, GlobalTape, NoneTape, OwnedTape, Tape, UnionTape
 from .tensor import Tensor
 from . import nn, optim
@@ -29,12 +29,10 @@ def __getattr__(name: str):
 
 __all__ = [
     "Cpu", "Cuda", "Device", "Tensor", "Gradients", "backward", "check_grads", "GradCheck", "explain", "tapes",
-    "nn", "optim", "mse_loss", "cross_entropy", "binary_cross_entropy_with_logits",
+    "nn", "optim",
     "Tape", "NoneTape", "OwnedTape", "ArcTape", "UnionTape", "GlobalTape",
-    "abs", "clip", "concat", "cos", "exp", "log", "log_softmax", "logsumexp", "matmul", "maximum", "mean",
-    "minimum", "relu", "sigmoid", "sin", "softmax", "sqrt", "stack", "tanh", "where",
     "TapekitError", "ShapeError", "AxisError", "IndexingError", "DeviceMismatchError", "DeviceUnavailableError",
     "DTypeError", "InvalidArgumentError", "OperandError", "TapeError", "TapeMovedError", "TapeConsumedError", "TapePolicyError",
     "BackwardError", "MissingGradientError", "UnusedParamsError", "ModelFileError", "GradientCheckError",
     "IncompleteTapeWarning",
-]
+] + _losses.__all__ + _ops.__all__

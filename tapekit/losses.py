@@ -22,6 +22,8 @@ from .ops.reduce import stable_log_softmax
 from .ops.shape import device_array, value_range
 from .tensor import Tensor
 
+__all__ = ["mse_loss", "cross_entropy", "binary_cross_entropy_with_logits"]
+
 REDUCTIONS = ("mean", "sum")
 
 

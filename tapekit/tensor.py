@@ -308,5 +308,17 @@ class Tensor:
         """Indices of the maxima (no gradient)."""
         return Tensor(self.device.count(self.device.xp.argmax(self.data, axis=axis)), self.device)
 
+    # -- methods of the elementwise ops (tapekit.ops.elementwise and .arithmetic) ------------
+    # (end of elementwise methods)
+
+    # -- methods of the reductions (tapekit.ops.reduce) --------------------------------------
+    # (end of reduction methods)
+
+    # -- methods of the shape ops (tapekit.ops.shape) ----------------------------------------
+    # (end of shape methods)
+
+    # -- methods of the linear algebra ops (tapekit.ops.linalg) ------------------------------
+    # (end of linalg methods)
+
 
 from . import ops  # noqa: E402  (ops need Tensor defined first)

@@ -6,6 +6,8 @@ from typing import Any
 
 from .core import binary, same, where_false, where_true
 
+__all__ = ["add", "sub", "mul", "div", "pow", "maximum", "minimum"]
+
 
 def _neg(g: Any) -> Any:
     return -g

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from .core import unary, where_true
 
+__all__ = ["neg", "power", "abs", "exp", "log", "sqrt", "tanh", "sigmoid", "relu", "sin", "cos", "clip"]
+
 
 @unary(lambda g: -g)
 def neg(xp, x):

@@ -6,6 +6,8 @@ from ..errors import OperandError, ShapeError
 from ..tensor import Tensor
 from .core import broadcast_shape, check_devices, emit, fills, unbroadcast
 
+__all__ = ["matmul"]
+
 
 def matmul(a: Tensor, b: Tensor) -> Tensor:
     """``a @ b``. A 1-D operand is a row (left) or a column (right); leading axes broadcast."""

@@ -6,6 +6,8 @@ from typing import Any
 
 from .core import normalize_axes, unary
 
+__all__ = ["sum", "mean", "max", "logsumexp", "softmax", "log_softmax"]
+
 
 def _expand(g: Any, xp: Any, shape: tuple[int, ...], axes: tuple[int, ...] | None, keepdims: bool) -> Any:
     """Broadcast a reduced gradient back over the reduced axes of ``shape``."""

@@ -14,6 +14,8 @@ from ..ids import label
 from ..tensor import Tensor
 from .core import broadcast_shape, check_devices, emit, normalize_axes, same, unary, where_false, where_true
 
+__all__ = ["reshape", "permute", "transpose", "broadcast_to", "concat", "stack", "where", "getitem"]
+
 
 def _target_shape(old: tuple[int, ...], new: Sequence[int]) -> tuple[int, ...]:
     new = tuple(int(n) for n in new)

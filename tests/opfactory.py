@@ -1,0 +1,149 @@
+"""The op-test factory: every op is described once, by an ``OpSpec``, and checked the same way.
+
+For each spec, on every device, hypothesis draws the op's inputs (shapes, values, axes, keys)
+from the spec's ``draw``; the factory then checks
+
+- the forward against the numpy reference, in float64 (and in float32 for ``dtypes``);
+- the gradient against float64 central differences (``tk.check_grads``), unless the op has none;
+- that an op without gradient gives a tensor that carries no tape;
+- every documented ``Edge``: where finite differences cannot decide (ties, kinks, the edge of a
+  domain), the gradient the op's docstring promises.
+
+Specs live in ``tests/op_specs/``, one module per family of ops; ``test_op_factory.py`` runs them all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import array_shapes, mutually_broadcastable_shapes
+
+import tapekit as tk
+
+from .conftest import host
+
+
+def values(shape: tuple[int, ...], domain: str = "any", seed: int = 0) -> np.ndarray:
+    """Float64 values of ``shape`` in a domain where the op is smooth:
+
+    ``any`` in (-2, 2); ``positive`` in (0.5, 2.5); ``unit`` in (-0.9, 0.9) (asin, acos);
+    ``apart`` like ``any`` but with values at least 0.1 apart (no ties for max, sort, median);
+    ``nonint`` like ``any`` but at least 0.05 from an integer (floor, round, remainder)."""
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(-2, 2, size=shape)
+    if domain == "positive":
+        return np.abs(x) + 0.5
+    if domain == "unit":
+        return x * 0.45
+    if domain == "apart":
+        flat = rng.permutation(int(np.prod(shape, dtype=int))) * 0.13 - 1.5
+        return flat.reshape(shape) + rng.uniform(-0.02, 0.02, size=shape)
+    if domain == "nonint":
+        return np.floor(x) + 0.05 + 0.9 * rng.uniform(size=shape)
+    return x
+
+
+@dataclass
+class Edge:
+    """A documented value: ``fn(*inputs, **kwargs)``'s gradient for each input (None: no entry)."""
+
+    inputs: Sequence[Any]
+    grads: Sequence[Any]
+    kwargs: dict = field(default_factory=dict)
+    why: str = ""
+
+
+@dataclass
+class OpSpec:
+    """One op as the factory checks it.
+
+    ``draw(data)`` returns ``(arrays, kwargs)``: the float64 inputs and the op's other arguments,
+    drawn with hypothesis's ``data`` object. ``fn(*tensors, **kwargs)`` is the tapekit call and
+    ``reference(*arrays, **kwargs)`` numpy's. ``grad=False`` for ops with no gradient (their output
+    carries no tape). ``dtypes`` are checked for the forward beside float64 (the output's dtype and
+    values, at float32's tolerance)."""
+
+    name: str
+    fn: Callable[..., tk.Tensor]
+    reference: Callable[..., Any]
+    draw: Callable[[Any], tuple[list[np.ndarray], dict]]
+    grad: bool = True
+    dtypes: tuple[str, ...] = ("float32",)
+    edges: Sequence[Edge] = ()
+    rtol: float = 1e-5
+    strict: bool = True  # also run on the array-API-strict device
+    examples: int = 10
+
+
+# -- common ways of drawing inputs ----------------------------------------------------------------
+SHAPES = array_shapes(min_dims=0, max_dims=3, min_side=1, max_side=3)
+
+
+def unary_draw(domain: str = "any", shapes: Any = SHAPES, **kwargs: Any) -> Callable:
+    """One array of a drawn shape; ``kwargs`` are strategies for the op's other arguments."""
+    def draw(data: Any) -> tuple[list[np.ndarray], dict]:
+        shape = data.draw(shapes, label="shape")
+        seed = data.draw(st.integers(0, 2 ** 16), label="seed")
+        return [values(shape, domain, seed)], {k: data.draw(s, label=k) for k, s in kwargs.items()}
+    return draw
+
+
+def binary_draw(domain: str = "any", domain_y: str | None = None) -> Callable:
+    """Two arrays of mutually broadcastable drawn shapes."""
+    def draw(data: Any) -> tuple[list[np.ndarray], dict]:
+        shapes = data.draw(mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=3, max_side=3),
+                           label="shapes")
+        seed = data.draw(st.integers(0, 2 ** 16), label="seed")
+        a, b = shapes.input_shapes
+        return [values(a, domain, seed), values(b, domain_y or domain, seed + 1)], {}
+    return draw
+
+
+def axis_of(ndim_min: int = 0) -> Callable:
+    """A draw of one array and a valid axis (or None) for it, as ``axis=``."""
+    def draw(data: Any, domain: str = "any") -> tuple[list[np.ndarray], dict]:
+        shape = data.draw(array_shapes(min_dims=ndim_min, max_dims=3, min_side=1, max_side=3), label="shape")
+        axes = [None] + list(range(-max(len(shape), 1), max(len(shape), 1)))
+        axis = data.draw(st.sampled_from(axes), label="axis")
+        seed = data.draw(st.integers(0, 2 ** 16), label="seed")
+        return [values(shape, domain, seed)], {"axis": axis}
+    return draw
+
+
+# -- the checks ------------------------------------------------------------------------------------
+def check_spec(spec: OpSpec, dev: tk.Device, arrays: list[np.ndarray], kwargs: dict) -> None:
+    tensors = [dev.tensor(a, dtype="float64") for a in arrays]
+    got = spec.fn(*tensors, **kwargs)
+    want = np.asarray(spec.reference(*arrays, **kwargs))
+    assert got.shape == want.shape, f"{spec.name}: shape {got.shape}, numpy gives {want.shape}"
+    np.testing.assert_allclose(host(got), want, rtol=spec.rtol, atol=1e-12, err_msg=spec.name)
+    if spec.grad:
+        tk.check_grads(lambda *ts: spec.fn(*ts, **kwargs), *tensors)
+    else:
+        traced = [t.trace() for t in tensors]
+        assert spec.fn(*traced, **kwargs).tape is None, f"{spec.name} has no gradient: its output carries no tape"
+    for dtype in spec.dtypes:
+        low = [dev.tensor(a, dtype=dtype) for a in arrays]
+        out = spec.fn(*low, **kwargs)
+        ref = np.asarray(spec.reference(*[a.astype(dtype) for a in arrays], **kwargs))
+        if spec.grad:
+            assert str(out.dtype).endswith(dtype), f"{spec.name}: {dtype} inputs gave {out.dtype}"
+        np.testing.assert_allclose(host(out), ref, rtol=2e-3, atol=1e-5, err_msg=f"{spec.name} in {dtype}")
+
+
+def check_edge(spec: OpSpec, dev: tk.Device, edge: Edge) -> None:
+    tensors = [dev.tensor(a, dtype="float64") for a in edge.inputs]
+    tape = tk.UnionTape()
+    traced = [t.trace(tape) for t in tensors]
+    out = spec.fn(*traced, **edge.kwargs)
+    seed = dev.tensor(np.ones(out.shape), dtype="float64")
+    grads = tk.backward([out], [seed])
+    for t, want in zip(tensors, edge.grads):
+        if want is None:
+            assert grads.get(t) is None, f"{spec.name}: expected no gradient ({edge.why})"
+        else:
+            np.testing.assert_allclose(host(grads[t]), want, rtol=1e-6, atol=1e-12,
+                                       err_msg=f"{spec.name} at {edge.inputs}: {edge.why}")

@@ -1,0 +1,40 @@
+"""Every op through one factory (tests/opfactory.py): forward against numpy, gradient against
+float64 central differences, over drawn shapes, axes, keys and values, on every device; and each
+documented edge value."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from .conftest import DEVICE_KINDS, make_device
+from .op_specs import SPECS
+from .opfactory import check_edge, check_spec
+
+CASES = [(kind, name) for name, spec in sorted(SPECS.items()) for kind in DEVICE_KINDS
+         if spec.strict or kind != "strict"]
+
+
+@pytest.mark.parametrize("kind,name", CASES)
+def test_op(kind, name):
+    spec = SPECS[name]
+    dev = make_device(kind)
+
+    @settings(max_examples=spec.examples, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(data=st.data())
+    def run(data):
+        arrays, kwargs = spec.draw(data)
+        check_spec(spec, dev, arrays, kwargs)
+
+    run()
+
+
+EDGES = [(kind, name, i) for name, spec in sorted(SPECS.items()) for i in range(len(spec.edges))
+         for kind in DEVICE_KINDS if spec.strict or kind != "strict"]
+
+
+@pytest.mark.parametrize("kind,name,i", EDGES)
+def test_documented_edge(kind, name, i):
+    spec = SPECS[name]
+    check_edge(spec, make_device(kind), spec.edges[i])
