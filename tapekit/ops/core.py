@@ -167,22 +167,25 @@ def scalar(value: Any, op: str) -> float | int:
 
 
 def normalize_axes(axis: Any, ndim: int, op: str) -> tuple[int, ...] | None:
-    """``axis`` (None, an int, or a sequence) as a sorted tuple of non-negative axes."""
+    """``axis`` (None, an int, or a sequence) as a sorted tuple of non-negative axes.
+
+    A 0-d tensor takes axis 0 or -1, as in PyTorch: it is reduced over no axis, so this gives ``()``."""
     if axis is None:
         return None
     axes = tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)
     out = []
     for ax in axes:
         if not isinstance(ax, (int, np.integer)) or isinstance(ax, bool):
-            raise AxisError(f"{op}: axis {ax!r} is not an integer; pass an int from {-ndim} to {ndim - 1}, "
-                            f"a tuple of them, or None for all axes")
-        if not -ndim <= ax < max(ndim, 1):
+            raise AxisError(f"{op}: axis {ax!r} is not an integer; pass an int from {-max(ndim, 1)} to "
+                            f"{max(ndim, 1) - 1}, a tuple of them, or None for all axes")
+        if not -max(ndim, 1) <= ax < max(ndim, 1):
+            valid = "0 or -1 (a 0-d tensor, as in PyTorch)" if ndim == 0 else f"{-ndim} to {ndim - 1}"
             raise AxisError(f"{op}: axis {ax!r} is out of range for a tensor with {ndim} dimensions "
-                            f"(valid: {-ndim} to {ndim - 1})")
+                            f"(valid: {valid}, or None for all axes)")
         out.append(int(ax) % max(ndim, 1))
     if len(set(out)) != len(out):
         raise AxisError(f"{op}: axis {axis!r} repeats an axis; name each axis once")
-    return tuple(sorted(out))
+    return () if ndim == 0 else tuple(sorted(out))
 
 
 def binary(rule_x: Callable, rule_y: Callable) -> Callable[[Callable], Callable[[Any, Any], Tensor]]:
