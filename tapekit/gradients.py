@@ -137,7 +137,8 @@ class Gradients:
 
     def _absorb(self, other: "Gradients", other_wins: bool = True) -> None:
         """Take ``other``'s entries and unite the leaf sets; on equal ids ``other``'s entry wins
-        unless ``other_wins`` is false. ``other`` is left empty."""
+        unless ``other_wins`` is false. ``other`` is left empty. A leaky side (no leaf set) keeps
+        nothing of its own: leaky with ``{b}`` is ``{b}``, as dfdx's merge does."""
         for tid, arr in other._arrays.items():
             if other_wins or tid not in self._arrays:
                 self._arrays[tid] = arr
@@ -148,7 +149,8 @@ class Gradients:
                         flags.discard(tid)
         self._why.update(other._why)
         self._partial |= other._partial
-        self.leaves = None if self.leaves is None or other.leaves is None else self.leaves | other.leaves
+        if other.leaves is not None:  # as in dfdx: leaf sets unite, and a leaky side adds nothing to keep
+            self.leaves = other.leaves if self.leaves is None else self.leaves | other.leaves
         other._arrays, other._owned, other._clean, other._why, other._partial = {}, set(), set(), {}, set()
 
     # -- explanations -----------------------------------------------------------------------

@@ -407,3 +407,26 @@ def test_incomplete_tape_warning_names_the_callers_line(cpu, direct):
     with pytest.warns(tk.IncompleteTapeWarning) as caught:
         tk.backward([yy.sum()]) if direct else yy.sum().backward()
     assert caught[0].filename == __file__
+
+
+# -- leaf sets unite as in dfdx: a leaky tape that absorbs a leaf set keeps only that set ------
+@pytest.mark.parametrize("policy", RECORDING)
+@pytest.mark.parametrize("leafy_side", ["left", "right"])
+def test_a_leaky_tape_that_absorbs_a_leaf_set_is_no_longer_leaky(cpu, policy, leafy_side):
+    a, b = cpu.tensor([1.0, 2.0], name="a"), cpu.tensor([3.0, 4.0], name="b")
+    leafy = a if leafy_side == "left" else b
+    ta = a.trace(policy(leaves=[a]) if leafy_side == "left" else policy())
+    tb = b.trace(policy(leaves=[b]) if leafy_side == "right" else policy())
+    g = (ta * tb).sum().backward()
+    assert g.leaves == frozenset({leafy.id})
+    other = b if leafy is a else a
+    assert np.allclose(g[leafy], other.numpy())
+    with pytest.raises(tk.MissingGradientError, match="not in the leaf set"):
+        g[other]
+
+
+def test_backward_on_several_outputs_unites_leaf_sets_as_merges_do(cpu):
+    a, b = cpu.tensor([1.0, 2.0]), cpu.tensor([3.0, 4.0])
+    ya, yb = (a.trace(tk.ArcTape()) * 2.0).sum(), (b.trace(tk.ArcTape(leaves=[b])) * 3.0).sum()
+    g = tk.backward([ya, yb])
+    assert g.leaves == frozenset({b.id}) and np.allclose(g[b], 3.0)

@@ -84,6 +84,10 @@ class Record:
 class Tape:
     """Base class of the recording policies. Make one with ``grads`` (a ``Gradients`` to record
     into, e.g. from ``model.alloc_grads()``) and/or ``leaves`` (the tensors whose gradients to keep).
+
+    When two tapes merge, under every policy, their leaf sets unite as in dfdx: a tape without a
+    leaf set (leaky, keeps all) adds nothing to keep, so a leaky tape that absorbs one with
+    ``leaves=[b]`` keeps ``b``'s gradient only.
     """
 
     policy = "tape"

@@ -11,7 +11,8 @@ from .base import SpentTape, Tape, consumed_error, moved_error
 
 class OwnedTape(Tape):
     """A tape with one owner. When taped tensors meet in an op, the left tape absorbs the right
-    (records, gradient entries and leaf set; the right's entry wins on equal ids) and the output
+    (records, gradient entries and leaf set; the right's entry wins on equal ids, and the leaf sets
+    unite, a leaky side adding nothing) and the output
     takes it: the operands can no longer record (``TapeMovedError``). Backward consumes it."""
 
     policy = "owned"
