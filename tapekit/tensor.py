@@ -125,8 +125,17 @@ class Tensor:
         return self._handle(self._tape._live()._shared())
 
     def detach(self) -> "Tensor":
-        """This tensor with no tape: ops on it record nothing."""
-        return self._handle(None)
+        """A stop-gradient, as PyTorch's ``detach()``: a tensor of its own (a new id) sharing this
+        one's storage, with no tape. Ops on it record nothing, and no gradient flows back through
+        it: ``(x.detach() * x).sum()`` has the gradient ``x``, not ``2 x``."""
+        return Tensor(self.data, self.device)
+
+    def split_tape(self) -> "tuple[Tensor, Tape | None]":
+        """dfdx's ``split_tape()``: this tensor's handle with no tape (the same id and storage) and
+        the tape this handle carries. Gradients are keyed by id, so the untaped handle is not a
+        stop-gradient: an op between it and a traced ``x`` still collects into ``x``'s entry
+        (``(same * x).sum()`` gives ``2 x``). Use ``detach()`` to stop a gradient."""
+        return self._handle(None), self._tape
 
     def backward(self, seed: Any = None, retain: bool = False) -> "Gradients":
         """Gradients of this output with respect to everything its tape recorded.

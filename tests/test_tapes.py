@@ -10,7 +10,7 @@ import pytest
 
 import tapekit as tk
 
-from .conftest import DEVICE_KINDS, make_device
+from .conftest import DEVICE_KINDS, host, make_device
 
 RECORDING = [tk.OwnedTape, tk.ArcTape, tk.UnionTape]
 
@@ -430,3 +430,20 @@ def test_backward_on_several_outputs_unites_leaf_sets_as_merges_do(cpu):
     ya, yb = (a.trace(tk.ArcTape()) * 2.0).sum(), (b.trace(tk.ArcTape(leaves=[b])) * 3.0).sum()
     g = tk.backward([ya, yb])
     assert g.leaves == frozenset({b.id}) and np.allclose(g[b], 3.0)
+
+
+# -- detach() is a stop-gradient; split_tape() is dfdx's same-id handle -------------------------
+def test_detach_stops_the_gradient_as_in_pytorch(dev):
+    x = dev.tensor([1.0, 2.0, 3.0]).trace()
+    d = x.detach()
+    assert d.id != x.id and d.tape is None and d.data is x.data
+    g = (d * x).sum().backward()
+    np.testing.assert_allclose(host(g[x]), [1.0, 2.0, 3.0])
+
+
+def test_split_tape_keeps_the_id_so_its_gradient_still_collects(cpu):
+    x = cpu.tensor([1.0, 2.0, 3.0]).trace()
+    same, tape = x.split_tape()
+    assert same.id == x.id and same.tape is None and tape is x.tape
+    g = (same * x).sum().backward()
+    np.testing.assert_allclose(g[x], [2.0, 4.0, 6.0])  # both operands are keyed by x's id

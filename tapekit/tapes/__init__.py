@@ -8,7 +8,8 @@ from .union import UnionTape
 
 
 class NoneTape:
-    """No tape: ops record nothing (inference). ``x.trace(tk.NoneTape())`` is ``x.detach()``."""
+    """No tape: ops record nothing (inference). ``x.trace(tk.NoneTape())`` is the same tensor
+    (same id) with no tape, as ``x.split_tape()[0]``; ``x.detach()`` is a new tensor (a stop-gradient)."""
 
     policy = "none"
 
