@@ -105,8 +105,12 @@ class Device:
     takes_out: bool = False  # the namespace's functions take ``out=`` (backward writes into preallocated buffers)
     nbytes_of: Callable[[Any], int] = staticmethod(_size_bytes)  # bytes of one of its arrays
 
-    def __init__(self, seed: int = 0) -> None:
+    def __init__(self, seed: int = 0, default_dtype: str = "float32") -> None:
+        if dtype_name(default_dtype) not in _FLOATS:
+            raise DTypeError(f"default_dtype must be float32 or float64, got {default_dtype!r}: it is the dtype of "
+                             f"numbers, float data and integer ops that yield floats")
         self.seed = seed
+        self.default_dtype = dtype_name(default_dtype)
         self.rng = np.random.default_rng(seed)
         self.allocations = 0
         self.allocated_bytes = 0
@@ -132,7 +136,7 @@ class Device:
     def dtype(self, spec: Any = None) -> Any:
         """The namespace dtype for ``spec`` (a name, a numpy dtype, or a namespace dtype)."""
         if spec is None:
-            return self.xp.float32
+            return getattr(self.xp, self.default_dtype)
         name = dtype_name(spec)
         if name in ("float", "double"):
             name = "float64"
@@ -164,22 +168,23 @@ class Device:
     def tensor(self, data: Any, dtype: Any = None, name: str | None = None) -> "Tensor":
         """A tensor holding ``data`` (numbers, nested lists, a numpy array, a tensor).
 
-        Without ``dtype``, numbers and float arrays become float32; integer and bool arrays keep
-        their dtype (so labels stay integers).
+        Without ``dtype``, numbers and float arrays get the device's ``default_dtype`` (float32
+        unless the device was made with another); integer and bool arrays keep their dtype (so
+        labels stay integers).
         """
         if isinstance(data, _tensor_type()):
             data = data.numpy()
         host = np.asarray(data)
         if dtype is None:
             keep = host.dtype.kind in "iub" and not isinstance(data, (list, tuple, int, float))
-            dtype = dtype_name(host.dtype) if keep else "float32"
+            dtype = dtype_name(host.dtype) if keep else self.default_dtype
         if host.dtype.kind not in "iubf":
             raise DTypeError(f"cannot make a tensor from data of dtype {host.dtype}; pass numbers")
         wanted = self.dtype(dtype)
         return self._wrap(self.from_numpy(host.astype(dtype_name(wanted), copy=False)), name)
 
     def zeros(self, shape: int | Sequence[int], dtype: Any = None, name: str | None = None) -> "Tensor":
-        """A tensor of zeros (float32 unless ``dtype`` says otherwise)."""
+        """A tensor of zeros (of the default dtype unless ``dtype`` says otherwise)."""
         return self._wrap(self.xp.zeros(_shape(shape), dtype=self.dtype(dtype), **self._placement()), name)
 
     def ones(self, shape: int | Sequence[int], dtype: Any = None, name: str | None = None) -> "Tensor":
@@ -206,8 +211,11 @@ class Device:
     def _placement(self) -> dict[str, Any]:
         return {}
 
+    def _dtype_text(self) -> str:
+        return "" if self.default_dtype == "float32" else f", default_dtype={self.default_dtype!r}"
+
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(seed={self.seed})"
+        return f"{type(self).__name__}(seed={self.seed}{self._dtype_text()})"
 
 
 class Cpu(Device):
@@ -221,8 +229,9 @@ class Cpu(Device):
 
     kind = "cpu"
 
-    def __init__(self, seed: int = 0, backend: str = "numpy", where: str = "CPU_DEVICE") -> None:
-        super().__init__(seed)
+    def __init__(self, seed: int = 0, backend: str = "numpy", where: str = "CPU_DEVICE",
+                 default_dtype: str = "float32") -> None:
+        super().__init__(seed, default_dtype)
         if backend == "numpy":
             self.xp = np
             self._device = None
@@ -267,7 +276,7 @@ class Cpu(Device):
 
     def __repr__(self) -> str:
         extra = "" if self.backend == "numpy" else f", backend='strict', where={self.where!r}"
-        return f"Cpu(seed={self.seed}{extra})"
+        return f"Cpu(seed={self.seed}{extra}{self._dtype_text()})"
 
 
 class _CupyNamespace:
@@ -291,8 +300,8 @@ class Cuda(Device):
     takes_out = True
     nbytes_of = _nbytes
 
-    def __init__(self, device_id: int = 0, seed: int = 0) -> None:
-        super().__init__(seed)
+    def __init__(self, device_id: int = 0, seed: int = 0, default_dtype: str = "float32") -> None:
+        super().__init__(seed, default_dtype)
         try:
             import cupy
         except ImportError:
@@ -326,4 +335,4 @@ class Cuda(Device):
         return out
 
     def __repr__(self) -> str:
-        return f"Cuda(device_id={self.device_id}, seed={self.seed})"
+        return f"Cuda(device_id={self.device_id}, seed={self.seed}{self._dtype_text()})"

@@ -17,6 +17,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from ..devices import dtype_name, is_floating
 from ..errors import AxisError, DeviceMismatchError, OperandError, ShapeError
 from ..ids import label, next_id
 from ..tapes.base import MovedTape, Record, raise_spent
@@ -188,6 +189,40 @@ def normalize_axes(axis: Any, ndim: int, op: str) -> tuple[int, ...] | None:
     return () if ndim == 0 else tuple(sorted(out))
 
 
+def float_operands(device: Any, operands: Sequence[Any], why: Any) -> tuple | None:
+    """The operands with integer (and boolean) arrays cast to the float dtype PyTorch gives their
+    op, or None when there is nothing to cast. ``why`` is the float dtype numpy gave the result
+    (None when that is already PyTorch's), or the error a strict namespace raised on mixed kinds.
+
+    PyTorch's rule: integers beside a float array take its dtype (int64 * float32 is float32,
+    where numpy gives float64); integers alone, or beside a Python float, take the device's
+    default float (int32 / 2 is float32, where numpy gives float64)."""
+    arrays = [v for v in operands if hasattr(v, "dtype")]
+    if all(is_floating(v.dtype) for v in arrays) or not (isinstance(why, Exception) or is_floating(why)):
+        return None
+    floats = [v.dtype for v in arrays if is_floating(v.dtype)]
+    want = device.xp.result_type(*floats) if floats else device.dtype(None)
+    if not isinstance(why, Exception) and dtype_name(why) == dtype_name(want):
+        return None
+    xp = device.xp
+    return tuple(xp.astype(v, want) if hasattr(v, "dtype") and not is_floating(v.dtype) else v for v in operands)
+
+
+def _float_operand(a: Tensor, err: Exception) -> Any:
+    """``a``'s integer values as the device's default float, for a namespace that refused them in
+    a float-valued function (array_api_strict's ``exp``); ``err`` again if ``a`` is a float."""
+    floats = float_operands(a.device, (a.data,), err)
+    if floats is None:
+        raise err
+    return floats[0]
+
+
+def _settled(fn: Callable, a: Tensor, out: Any, saved: tuple, *params: Any, **kw: Any) -> tuple:
+    """``fn``'s result again from float operands where numpy made an integer ``a`` float64."""
+    floats = float_operands(a.device, (a.data,), out.dtype)
+    return (out, saved) if floats is None else fn(a.device.xp, floats[0], *params, **kw)
+
+
 def binary(rule_x: Callable, rule_y: Callable) -> Callable[[Callable], Callable[[Any, Any], Tensor]]:
     """An op of two operands from ``fn(xp, x, y) -> (out, saved)`` and the rules of ``x`` and
     ``y``, each ``rule(g, *saved)``. Either operand may be a Python number; shapes broadcast as in
@@ -216,10 +251,18 @@ def binary(rule_x: Callable, rule_y: Callable) -> Callable[[Callable], Callable[
                 x, y = scalar(a, name), b.data
             try:
                 out, saved = fn(device.xp, x, y)
-            except ValueError:
-                if hasattr(x, "shape") and hasattr(y, "shape"):
+            except (ValueError, TypeError) as err:
+                if isinstance(err, ValueError) and hasattr(x, "shape") and hasattr(y, "shape"):
                     broadcast_shape(x.shape, y.shape, name)  # a ShapeError that names both shapes
-                raise
+                floats = float_operands(device, (x, y), err)
+                if floats is None:
+                    raise
+                out, saved = fn(device.xp, *floats)
+            else:
+                if out.dtype is not getattr(x, "dtype", None) and out.dtype is not getattr(y, "dtype", None):
+                    floats = float_operands(device, (x, y), out.dtype)
+                    if floats is not None:
+                        out, saved = fn(device.xp, *floats)
             return emit(name, out, (a, b), rules, saved, device)
 
         return op
@@ -241,11 +284,21 @@ def unary(rule: Callable) -> Callable[[Callable], Callable[..., Tensor]]:
         name = fn.__name__
 
         def op(a: Tensor, *params: Any, **kw: Any) -> Tensor:
-            out, saved = fn(a.device.xp, a.data, *params, **kw)
+            try:
+                out, saved = fn(a.device.xp, a.data, *params, **kw)
+            except TypeError as err:
+                out, saved = fn(a.device.xp, _float_operand(a, err), *params, **kw)
+            if out.dtype is not a.data.dtype:
+                out, saved = _settled(fn, a, out, saved, *params, **kw)
             return emit(name, out, (a,), rules, saved, a.device)
 
         def op_of_one(a: Tensor) -> Tensor:  # passing no *params, **kw saves a quarter of a microsecond
-            out, saved = fn(a.device.xp, a.data)
+            try:
+                out, saved = fn(a.device.xp, a.data)
+            except TypeError as err:
+                out, saved = fn(a.device.xp, _float_operand(a, err))
+            if out.dtype is not a.data.dtype:
+                out, saved = _settled(fn, a, out, saved)
             return emit(name, out, (a,), rules, saved, a.device)
 
         return functools.wraps(fn)(op_of_one if _takes_only_xp_and_x(fn) else op)
