@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
-from .errors import DeviceUnavailableError, DTypeError, InvalidArgumentError
+from .errors import DeviceUnavailableError, DTypeError, InvalidArgumentError, ShapeError
 
 if TYPE_CHECKING:
     from .tensor import Tensor
@@ -83,6 +83,11 @@ def array_nbytes(value: Any) -> int | None:
 def _tensor_type() -> type:
     from .tensor import Tensor  # imported when first needed: tensor.py imports this module
     return Tensor
+
+
+def _short(data: Any) -> str:
+    text = repr(data)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _shape(shape: int | Sequence[int]) -> tuple[int, ...]:
@@ -174,7 +179,11 @@ class Device:
         """
         if isinstance(data, _tensor_type()):
             data = data.numpy()
-        host = np.asarray(data)
+        try:
+            host = np.asarray(data)
+        except ValueError:
+            raise ShapeError(f"cannot make a tensor from ragged data {_short(data)}: every row must have the same "
+                             f"length. Pad the short rows, or make one tensor per row.") from None
         if dtype is None:
             keep = host.dtype.kind in "iub" and not isinstance(data, (list, tuple, int, float))
             dtype = dtype_name(host.dtype) if keep else self.default_dtype

@@ -173,6 +173,13 @@ class Tensor:
     def __float__(self) -> float:
         return float(self.item())
 
+    def __bool__(self) -> bool:
+        """The truth of a one-value tensor (``if (x > 0):``); more values are ambiguous, as in numpy."""
+        if self.size != 1:
+            raise InvalidArgumentError(f"the truth value of a tensor of shape {self.shape} is ambiguous; reduce it "
+                                       f"first with .any() or .all(), or compare one value")
+        return bool(self.item())
+
     # -- operators (each is an op in tapekit.ops) --------------------------------------------
     def __add__(self, other: Any) -> "Tensor":
         return ops.add(self, other)
@@ -219,10 +226,22 @@ class Tensor:
     def __getitem__(self, key: Any) -> "Tensor":
         return ops.getitem(self, key)
 
-    # comparisons give boolean tensors on no tape (they have no gradient)
+    # comparisons give boolean tensors on no tape (they have no gradient), usable as masks and in
+    # tk.where; tensors stay hashable by identity, as in PyTorch
     def _compare(self, other: Any, fn: str) -> "Tensor":
-        other = other.data if isinstance(other, Tensor) else other
+        if isinstance(other, Tensor):
+            if other.device is not self.device:
+                ops.core.check_devices((self, other), fn.strip("_"))
+            other = other.data
+        elif not isinstance(other, (int, float, bool, np.number, np.bool_)):
+            return NotImplemented
         return Tensor(self.device.count(getattr(self.data, fn)(other)), self.device)
+
+    def __eq__(self, other: Any) -> "Tensor":  # type: ignore[override]
+        return self._compare(other, "__eq__")
+
+    def __ne__(self, other: Any) -> "Tensor":  # type: ignore[override]
+        return self._compare(other, "__ne__")
 
     def __gt__(self, other: Any) -> "Tensor":
         return self._compare(other, "__gt__")

@@ -522,6 +522,16 @@ def device_dtype(new_tape, tmp):
     return (lambda: DEV.tensor([1.0], dtype="complex64")), []
 
 
+@bad(tk.ShapeError, ("ragged data [[1, 2], [3]]", "every row must have the same length"), "Pad the short rows")
+def device_ragged_data(new_tape, tmp):
+    return (lambda: DEV.tensor([[1, 2], [3]])), []
+
+
+@bad(tk.DTypeError, "default_dtype must be float32 or float64, got 'int32'", "integer ops that yield floats")
+def device_default_dtype(new_tape, tmp):
+    return (lambda: tk.Cpu(default_dtype="int32")), []
+
+
 # losses
 def _logits(new_tape):
     return operand(new_tape, (3, 4))

@@ -168,3 +168,17 @@ def test_check_grads_reports_the_worst_mismatch(cpu):
     assert report.analytic == pytest.approx(3.0) and report.numeric == pytest.approx(4.0)
     with pytest.raises(tk.GradientCheckError, match="worst at input 0, index \\(1,\\)"):
         tk.check_grads(wrong, cpu.tensor([1.0, 2.0], dtype="float64"))
+
+
+def test_comparisons_are_masks_without_gradient_and_tensors_stay_hashable(dev):
+    x = dev.tensor([-1.0, 2.0, 3.0]).trace()
+    assert (x == 2.0).tape is None and host(x == 2.0).tolist() == [False, True, False]
+    assert host(x != x).tolist() == [False, False, False]
+    g = tk.where(x > 0, x, 0.0).sum().backward()
+    np.testing.assert_allclose(host(g[x]), [0.0, 1.0, 1.0])
+    y = dev.tensor([1.0])
+    assert {x: "x", y: "y"}[y] == "y"  # hashed by identity
+    assert bool(y == 1.0) and not bool(y > 1.0)
+    with pytest.raises(tk.InvalidArgumentError, match="ambiguous"):
+        bool(x > 0)
+    assert (x == None) is False  # noqa: E711  (not a value to compare with: identity, as in Python)

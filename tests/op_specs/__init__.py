@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from . import elementwise, linalg, losses, reduce, shape
+from . import compare, elementwise, linalg, losses, reduce, shape
 
-SPECS = {spec.name: spec for module in (elementwise, reduce, shape, linalg, losses) for spec in module.SPECS}
+SPECS = {spec.name: spec for module in (elementwise, compare, reduce, shape, linalg, losses) for spec in module.SPECS}
