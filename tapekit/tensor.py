@@ -332,14 +332,117 @@ class Tensor:
     def broadcast_to(self, shape: Sequence[int]) -> "Tensor":
         return ops.broadcast_to(self, shape)
 
-    def argmax(self, axis: int | None = None) -> "Tensor":
-        """Indices of the maxima (no gradient)."""
-        return Tensor(self.device.count(self.device.xp.argmax(self.data, axis=axis)), self.device)
-
     # -- methods of the elementwise ops (tapekit.ops.elementwise and .arithmetic) ------------
+    def __floordiv__(self, other: Any) -> "Tensor":
+        return ops.floor_divide(self, other)
+
+    def __rfloordiv__(self, other: Any) -> "Tensor":
+        return ops.floor_divide(other, self)
+
+    def __mod__(self, other: Any) -> "Tensor":
+        return ops.remainder(self, other)
+
+    def __rmod__(self, other: Any) -> "Tensor":
+        return ops.remainder(other, self)
+
+    def square(self) -> "Tensor":
+        return ops.square(self)
+
+    def exp2(self) -> "Tensor":
+        return ops.exp2(self)
+
+    def expm1(self) -> "Tensor":
+        return ops.expm1(self)
+
+    def log2(self) -> "Tensor":
+        return ops.log2(self)
+
+    def log10(self) -> "Tensor":
+        return ops.log10(self)
+
+    def log1p(self) -> "Tensor":
+        return ops.log1p(self)
+
+    def tan(self) -> "Tensor":
+        return ops.tan(self)
+
+    def asin(self) -> "Tensor":
+        return ops.asin(self)
+
+    def acos(self) -> "Tensor":
+        return ops.acos(self)
+
+    def atan(self) -> "Tensor":
+        return ops.atan(self)
+
+    def sinh(self) -> "Tensor":
+        return ops.sinh(self)
+
+    def cosh(self) -> "Tensor":
+        return ops.cosh(self)
+
+    def sign(self) -> "Tensor":
+        return ops.sign(self)
+
+    def floor(self) -> "Tensor":
+        return ops.floor(self)
+
+    def ceil(self) -> "Tensor":
+        return ops.ceil(self)
+
+    def round(self, decimals: int = 0) -> "Tensor":
+        return ops.round(self, decimals)
+
+    def logaddexp(self, other: Any) -> "Tensor":
+        return ops.logaddexp(self, other)
+
+    def floor_divide(self, other: Any) -> "Tensor":
+        return ops.floor_divide(self, other)
+
+    def remainder(self, other: Any) -> "Tensor":
+        return ops.remainder(self, other)
+
     # (end of elementwise methods)
 
     # -- methods of the reductions (tapekit.ops.reduce) --------------------------------------
+    def min(self, axis: Any = None, keepdims: bool = False) -> "Tensor":
+        """Minimum over ``axis``; see ``tk.min``."""
+        return ops.min(self, axis, keepdims)
+
+    def prod(self, axis: Any = None, keepdims: bool = False) -> "Tensor":
+        """Product over ``axis``; see ``tk.prod``."""
+        return ops.prod(self, axis, keepdims)
+
+    def var(self, axis: Any = None, keepdims: bool = False, *, correction: float = 0,
+            ddof: float | None = None) -> "Tensor":
+        """Variance over ``axis``; see ``tk.var``."""
+        return ops.var(self, axis, keepdims, correction=correction, ddof=ddof)
+
+    def std(self, axis: Any = None, keepdims: bool = False, *, correction: float = 0,
+            ddof: float | None = None) -> "Tensor":
+        """Standard deviation over ``axis``; see ``tk.std``."""
+        return ops.std(self, axis, keepdims, correction=correction, ddof=ddof)
+
+    def cumsum(self, axis: int | None = None) -> "Tensor":
+        """Running sums along ``axis`` (None: the flattened tensor); see ``tk.cumsum``."""
+        return ops.cumsum(self, axis)
+
+    def argmax(self, axis: int | None = None, keepdims: bool = False) -> "Tensor":
+        """Indices of the maxima, an integer tensor with no gradient; see ``tk.argmax``."""
+        return ops.argmax(self, axis, keepdims)
+
+    def argmin(self, axis: int | None = None, keepdims: bool = False) -> "Tensor":
+        """Indices of the minima, an integer tensor with no gradient; see ``tk.argmin``."""
+        return ops.argmin(self, axis, keepdims)
+
+    def all(self, axis: Any = None, keepdims: bool = False) -> "Tensor":
+        """Whether every element over ``axis`` is nonzero (no gradient); see ``tk.all``."""
+        return ops.all(self, axis, keepdims)
+
+    def any(self, axis: Any = None, keepdims: bool = False) -> "Tensor":
+        """Whether some element over ``axis`` is nonzero (no gradient); see ``tk.any``."""
+        return ops.any(self, axis, keepdims)
+
     # (end of reduction methods)
 
     # -- methods of the shape ops (tapekit.ops.shape) ----------------------------------------

@@ -527,6 +527,22 @@ def device_ragged_data(new_tape, tmp):
     return (lambda: DEV.tensor([[1, 2], [3]])), []
 
 
+@bad(tk.DTypeError, "integers to a negative integer power are not integers", "make the base a float first")
+def integer_to_negative_power(new_tape, tmp):
+    return (lambda: DEV.tensor(np.array([1, 2, 3])) ** -2), []
+
+
+@bad(tk.DTypeError, "integers to a negative integer power are not integers", "(t * 1.0) ** -2")
+def integer_to_negative_tensor_power(new_tape, tmp):
+    return (lambda: 2 ** DEV.tensor(np.array([1, -2]))), []
+
+
+@bad(tk.InvalidArgumentError, "clip needs a bound", "give low, high or both", per_policy=True)
+def clip_without_bounds(new_tape, tmp):
+    x = operand(new_tape, (3,))
+    return (lambda: x.clip(None, None)), [x]
+
+
 @bad(tk.DTypeError, "default_dtype must be float32 or float64, got 'int32'", "integer ops that yield floats")
 def device_default_dtype(new_tape, tmp):
     return (lambda: tk.Cpu(default_dtype="int32")), []

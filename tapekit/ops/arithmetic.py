@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from .core import binary, same, where_false, where_true
+from .elementwise import d_power, refuse_negative_integer_power, zero
 
-__all__ = ["add", "sub", "mul", "div", "pow", "maximum", "minimum"]
+__all__ = ["add", "sub", "mul", "div", "pow", "maximum", "minimum", "logaddexp", "floor_divide", "remainder"]
 
 
 def _neg(g: Any) -> Any:
@@ -34,24 +35,54 @@ def div(xp, x, y):
 
 
 def _d_exponent(g, xp, x, y, out):
+    """The rule of ``x ** y`` for ``y``: ``x ** y * log(x)``, with PyTorch's values where the base is 0
+    (0 for ``y >= 0``, ``-inf`` for ``y < 0``) and nan for a negative base."""
     base = x if hasattr(x, "shape") else xp.full_like(out, float(x))
-    return g * out * xp.log(xp.where(base > 0, base, xp.ones_like(base)))
+    base_0 = base == 0
+    at_0 = xp.where(y < 0, -out, xp.zeros_like(out))  # -out is -inf there
+    return g * xp.where(base_0, at_0, out * xp.log(xp.where(base_0, 1.0, base)))
 
 
-@binary(lambda g, xp, x, y, out: g * y * x ** (y - 1), _d_exponent)
+@binary(lambda g, xp, x, y, out: d_power(g, xp, x, y), _d_exponent)
 def pow(xp, x, y):
-    """``x ** y`` with a tensor exponent (``Tensor.__pow__`` uses ``power`` for a number)."""
+    """``x ** y`` with a tensor exponent or a number base (``Tensor.__pow__`` uses ``power`` for a
+    number exponent). Gradients: ``y * x ** (y - 1)`` for ``x`` (0 where ``y == 0``; see ``power`` for
+    ``x == 0``) and ``x ** y * log(x)`` for ``y`` (0 where ``x == 0`` and ``y >= 0``, ``-inf`` where
+    ``x == 0`` and ``y < 0``, nan for ``x < 0``), as in PyTorch."""
+    refuse_negative_integer_power(xp, x, y)
     out = x ** y
     return out, (xp, x, y, out)
 
 
 @binary(where_true, where_false)
 def maximum(xp, x, y):
-    """Elementwise maximum; at ties the gradient goes to ``x``."""
+    """Elementwise maximum; the gradient goes to the larger operand, and to ``x`` at ties."""
     return xp.maximum(x, y), (xp, x >= y)
 
 
 @binary(where_true, where_false)
 def minimum(xp, x, y):
-    """Elementwise minimum; at ties the gradient goes to ``x``."""
+    """Elementwise minimum; the gradient goes to the smaller operand, and to ``x`` at ties."""
     return xp.minimum(x, y), (xp, x <= y)
+
+
+@binary(lambda g, xp, x, y, out: g * xp.exp(x - out), lambda g, xp, x, y, out: g * xp.exp(y - out))
+def logaddexp(xp, x, y):
+    """``log(exp(x) + exp(y))`` without overflow. Gradients ``exp(x - out)`` and ``exp(y - out)``
+    (the softmax of the pair: 1/2 each at ties)."""
+    out = xp.logaddexp(x, y)
+    return out, (xp, x, y, out)
+
+
+@binary(zero, zero)
+def floor_divide(xp, x, y):
+    """``floor(x / y)`` (``x // y``) as numpy computes it. A step function: gradient 0 for both
+    operands, as in PyTorch."""
+    return x // y, (xp,)
+
+
+@binary(same, lambda g, x, y: -g * (x // y))
+def remainder(xp, x, y):
+    """``x - floor(x / y) * y`` (``x % y``), with the sign of ``y`` as in numpy. Gradients, as in
+    PyTorch: 1 for ``x`` and ``-floor(x / y)`` for ``y``, at the jumps (where ``x / y`` is an integer) too."""
+    return x % y, (x, y)

@@ -18,7 +18,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..devices import dtype_name, is_floating
-from ..errors import AxisError, DeviceMismatchError, OperandError, ShapeError
+from ..errors import AxisError, DeviceMismatchError, OperandError, ShapeError, TapekitError
 from ..ids import label, next_id
 from ..tapes.base import MovedTape, Record, raise_spent
 from ..tapes.global_ import _active
@@ -197,6 +197,8 @@ def float_operands(device: Any, operands: Sequence[Any], why: Any) -> tuple | No
     PyTorch's rule: integers beside a float array take its dtype (int64 * float32 is float32,
     where numpy gives float64); integers alone, or beside a Python float, take the device's
     default float (int32 / 2 is float32, where numpy gives float64)."""
+    if isinstance(why, TapekitError):  # an op's own refusal, not the namespace's
+        return None
     arrays = [v for v in operands if hasattr(v, "dtype")]
     if all(is_floating(v.dtype) for v in arrays) or not (isinstance(why, Exception) or is_floating(why)):
         return None
@@ -232,7 +234,7 @@ def binary(rule_x: Callable, rule_y: Callable) -> Callable[[Callable], Callable[
     def decorate(fn: Callable) -> Callable[[Any, Any], Tensor]:
         name = fn.__name__
 
-        @functools.wraps(fn)
+        @forward_of(fn)
         def op(a: Any, b: Any) -> Tensor:
             if isinstance(a, Tensor):
                 device = a.device
@@ -254,7 +256,7 @@ def binary(rule_x: Callable, rule_y: Callable) -> Callable[[Callable], Callable[
             except (ValueError, TypeError) as err:
                 if isinstance(err, ValueError) and hasattr(x, "shape") and hasattr(y, "shape"):
                     broadcast_shape(x.shape, y.shape, name)  # a ShapeError that names both shapes
-                floats = float_operands(device, (x, y), err)
+                floats = float_operands(device, (x, y), err) if isinstance(err, TypeError) else None
                 if floats is None:
                     raise
                 out, saved = fn(device.xp, *floats)
@@ -268,6 +270,20 @@ def binary(rule_x: Callable, rule_y: Callable) -> Callable[[Callable], Callable[
         return op
 
     return decorate
+
+
+def forward_of(fn: Callable) -> Callable[[Callable], Callable]:
+    """``functools.wraps`` for an op made from the forward ``fn(xp, x, ...)``: the op takes ``fn``'s
+    name and docstring, and ``help`` shows ``fn``'s signature without the namespace ``xp``."""
+    signature = inspect.signature(fn)
+    bare = signature.replace(parameters=list(signature.parameters.values())[1:])
+
+    def wrap(op: Callable) -> Callable:
+        functools.update_wrapper(op, fn)
+        op.__signature__ = bare
+        return op
+
+    return wrap
 
 
 def _takes_only_xp_and_x(fn: Callable) -> bool:
@@ -301,6 +317,6 @@ def unary(rule: Callable) -> Callable[[Callable], Callable[..., Tensor]]:
                 out, saved = _settled(fn, a, out, saved)
             return emit(name, out, (a,), rules, saved, a.device)
 
-        return functools.wraps(fn)(op_of_one if _takes_only_xp_and_x(fn) else op)
+        return forward_of(fn)(op_of_one if _takes_only_xp_and_x(fn) else op)
 
     return decorate

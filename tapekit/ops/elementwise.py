@@ -1,78 +1,337 @@
-"""Elementwise functions of one tensor; each rule sits beside its forward."""
+"""Elementwise functions of one tensor; each rule sits beside its forward.
+
+Where a function has a kink or a step, its gradient there is one side's (PyTorch's choice); each
+docstring says which.
+"""
 
 from __future__ import annotations
 
+import math
+import numbers
+
+from ..devices import is_integer
+from ..errors import DTypeError, InvalidArgumentError
 from .core import unary, where_true
 
-__all__ = ["neg", "power", "abs", "exp", "log", "sqrt", "tanh", "sigmoid", "relu", "sin", "cos", "clip"]
+__all__ = ["neg", "power", "square", "abs", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt",
+           "sin", "cos", "tan", "asin", "acos", "atan", "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh",
+           "sign", "floor", "ceil", "round", "sigmoid", "relu", "leaky_relu", "elu", "softplus", "silu", "gelu",
+           "clip"]
+
+
+def zero(g, xp):
+    """The rule of an operand whose gradient is 0 everywhere (a step function, such as floor)."""
+    return xp.zeros_like(g)
 
 
 @unary(lambda g: -g)
 def neg(xp, x):
+    """``-x``; gradient -1."""
     return -x, ()
 
 
-@unary(lambda g, x, p: g * p * x ** (p - 1))
+def d_power(g, xp, x, p):
+    """The rule of ``x ** p`` for ``x``: ``p * x ** (p - 1)``, and 0 where ``p == 0`` (also at
+    ``x == 0``, where the formula would give ``0 * inf``), as in PyTorch."""
+    if not hasattr(p, "shape"):
+        return xp.zeros_like(g) if p == 0 else g * p * x ** (p - 1)
+    q = xp.where(p == 0, 1.0, p)  # p, with 1 where p == 0: no 0 * inf to warn about
+    return xp.where(p == 0, xp.zeros_like(g), g * q * x ** (q - 1))
+
+
+def refuse_negative_integer_power(xp, x, p) -> None:
+    """``DTypeError`` for integers to a negative integer power, which are not integers (numpy and
+    PyTorch refuse them too)."""
+    def integer(v):
+        return is_integer(v.dtype) if hasattr(v, "dtype") else isinstance(v, int)
+
+    if integer(x) and integer(p) and bool(xp.any(p < 0) if hasattr(p, "dtype") else p < 0):
+        raise DTypeError("integers to a negative integer power are not integers: make the base a float first, "
+                         "as in (t * 1.0) ** -2, or make the tensor with dtype='float32'")
+
+
+@unary(d_power)
 def power(xp, x, p: float):
-    """``x ** p`` for a number ``p``."""
-    return x ** p, (x, p)
+    """``x ** p`` for a number ``p``. Gradient ``p * x ** (p - 1)``; 0 for ``p == 0`` (also at 0),
+    and at ``x == 0``: 1 for ``p == 1``, 0 for ``p > 1``, ``inf`` for ``0 < p < 1``, ``-inf`` for
+    ``p < 0``, as in PyTorch. An integer tensor to a negative integer power is a ``DTypeError``."""
+    refuse_negative_integer_power(xp, x, p)
+    return x ** p, (xp, x, p)
+
+
+@unary(lambda g, x: 2 * g * x)
+def square(xp, x):
+    """``x * x``; gradient ``2 * x``."""
+    return x * x, (x,)
 
 
 @unary(lambda g, xp, x: g * xp.sign(x))
 def abs(xp, x):
+    """``|x|``; gradient ``sign(x)``: 0 at 0."""
     return xp.abs(x), (xp, x)
 
 
 @unary(lambda g, y: g * y)
 def exp(xp, x):
+    """``e ** x``; gradient ``e ** x``."""
     y = xp.exp(x)
+    return y, (y,)
+
+
+@unary(lambda g, y: g * y * math.log(2))
+def exp2(xp, x):
+    """``2 ** x``; gradient ``2 ** x * log(2)``."""
+    y = 2.0 ** x
+    return y, (y,)
+
+
+@unary(lambda g, y: g * (y + 1))
+def expm1(xp, x):
+    """``exp(x) - 1``, accurate for small ``x``; gradient ``exp(x)``."""
+    y = xp.expm1(x)
     return y, (y,)
 
 
 @unary(lambda g, x: g / x)
 def log(xp, x):
+    """Natural logarithm; gradient ``1 / x``."""
     return xp.log(x), (x,)
+
+
+@unary(lambda g, x: g / (x * math.log(2)))
+def log2(xp, x):
+    """Base-2 logarithm; gradient ``1 / (x * log(2))``."""
+    return xp.log2(x), (x,)
+
+
+@unary(lambda g, x: g / (x * math.log(10)))
+def log10(xp, x):
+    """Base-10 logarithm; gradient ``1 / (x * log(10))``."""
+    return xp.log10(x), (x,)
+
+
+@unary(lambda g, x: g / (1 + x))
+def log1p(xp, x):
+    """``log(1 + x)``, accurate for small ``x``; gradient ``1 / (1 + x)``."""
+    return xp.log1p(x), (x,)
 
 
 @unary(lambda g, y: g / (2 * y))
 def sqrt(xp, x):
+    """Square root; gradient ``1 / (2 * sqrt(x))`` (``inf`` at 0)."""
     y = xp.sqrt(x)
     return y, (y,)
 
 
-@unary(lambda g, y: g * (1 - y * y))
-def tanh(xp, x):
-    y = xp.tanh(x)
-    return y, (y,)
-
-
-@unary(lambda g, y: g * y * (1 - y))
-def sigmoid(xp, x):
-    """``1 / (1 + exp(-x))``, computed without overflow for any magnitude."""
-    e = xp.exp(-xp.abs(x))
-    y = xp.where(x >= 0, 1 / (1 + e), e / (1 + e))
-    return y, (y,)
-
-
-@unary(where_true)
-def relu(xp, x):
-    keep = x > 0
-    return xp.where(keep, x, xp.zeros_like(x)), (xp, keep)
-
-
 @unary(lambda g, xp, x: g * xp.cos(x))
 def sin(xp, x):
+    """Sine; gradient ``cos(x)``."""
     return xp.sin(x), (xp, x)
 
 
 @unary(lambda g, xp, x: -g * xp.sin(x))
 def cos(xp, x):
+    """Cosine; gradient ``-sin(x)``."""
     return xp.cos(x), (xp, x)
+
+
+@unary(lambda g, y: g * (1 + y * y))
+def tan(xp, x):
+    """Tangent; gradient ``1 + tan(x) ** 2``."""
+    y = xp.tan(x)
+    return y, (y,)
+
+
+@unary(lambda g, xp, x: g / xp.sqrt(1 - x * x))
+def asin(xp, x):
+    """Inverse sine (``arcsin``), for ``x`` in [-1, 1]; gradient ``1 / sqrt(1 - x ** 2)`` (``inf`` at ±1)."""
+    return xp.asin(x), (xp, x)
+
+
+@unary(lambda g, xp, x: -g / xp.sqrt(1 - x * x))
+def acos(xp, x):
+    """Inverse cosine (``arccos``), for ``x`` in [-1, 1]; gradient ``-1 / sqrt(1 - x ** 2)`` (``-inf`` at ±1)."""
+    return xp.acos(x), (xp, x)
+
+
+@unary(lambda g, x: g / (1 + x * x))
+def atan(xp, x):
+    """Inverse tangent (``arctan``); gradient ``1 / (1 + x ** 2)``."""
+    return xp.atan(x), (x,)
+
+
+arcsin, arccos, arctan = asin, acos, atan  # numpy's older names
+
+
+@unary(lambda g, xp, x: g * xp.cosh(x))
+def sinh(xp, x):
+    """Hyperbolic sine; gradient ``cosh(x)``."""
+    return xp.sinh(x), (xp, x)
+
+
+@unary(lambda g, xp, x: g * xp.sinh(x))
+def cosh(xp, x):
+    """Hyperbolic cosine; gradient ``sinh(x)``."""
+    return xp.cosh(x), (xp, x)
+
+
+@unary(lambda g, y: g * (1 - y * y))
+def tanh(xp, x):
+    """Hyperbolic tangent; gradient ``1 - tanh(x) ** 2``."""
+    y = xp.tanh(x)
+    return y, (y,)
+
+
+@unary(zero)
+def sign(xp, x):
+    """-1, 0 or 1 by the sign of ``x``. A step function: gradient 0 everywhere, also at 0 (as in PyTorch)."""
+    return xp.sign(x), (xp,)
+
+
+@unary(zero)
+def floor(xp, x):
+    """The largest integer ``<= x``. A step function: gradient 0 everywhere, also at the integers."""
+    return xp.floor(x), (xp,)
+
+
+@unary(zero)
+def ceil(xp, x):
+    """The smallest integer ``>= x``. A step function: gradient 0 everywhere, also at the integers."""
+    return xp.ceil(x), (xp,)
+
+
+@unary(zero)
+def round(xp, x, decimals: int = 0):
+    """Round to ``decimals`` places (negative: to tens, hundreds...), halves to even as numpy does
+    (``round(0.5) == 0``, ``round(1.5) == 2``). A step function: gradient 0 everywhere, also at the halves."""
+    if isinstance(decimals, bool) or not isinstance(decimals, numbers.Integral):
+        raise InvalidArgumentError(f"round: decimals must be an integer, got {decimals!r}")
+    if decimals == 0:
+        return xp.round(x), (xp,)
+    if decimals > 0:
+        return xp.round(x * 10.0 ** decimals) / 10.0 ** decimals, (xp,)
+    return xp.round(x / 10.0 ** -decimals) * 10.0 ** -decimals, (xp,)
+
+
+def _sigmoid(xp, x):
+    """``1 / (1 + exp(-x))`` without overflow: ``exp`` only ever sees ``-|x|``."""
+    e = xp.exp(-xp.abs(x))
+    return xp.where(x >= 0, 1 / (1 + e), e / (1 + e))
+
+
+@unary(lambda g, y: g * y * (1 - y))
+def sigmoid(xp, x):
+    """``1 / (1 + exp(-x))``, computed without overflow for any magnitude; gradient ``s * (1 - s)``."""
+    y = _sigmoid(xp, x)
+    return y, (y,)
+
+
+@unary(where_true)
+def relu(xp, x):
+    """``max(x, 0)``; gradient 1 where ``x > 0``, else 0: 0 at 0 (as in PyTorch)."""
+    keep = x > 0
+    return xp.where(keep, x, xp.zeros_like(x)), (xp, keep)
+
+
+@unary(lambda g, xp, pos, slope: xp.where(pos, g, slope * g))
+def leaky_relu(xp, x, negative_slope: float = 0.01):
+    """``x`` where ``x > 0``, else ``negative_slope * x``; gradient 1 where ``x > 0``, else
+    ``negative_slope``: ``negative_slope`` at 0 (as in PyTorch)."""
+    pos = x > 0
+    return xp.where(pos, x, negative_slope * x), (xp, pos, negative_slope)
+
+
+@unary(lambda g, xp, pos, y, alpha: xp.where(pos, g, g * (y + alpha)))
+def elu(xp, x, alpha: float = 1.0):
+    """``x`` where ``x > 0``, else ``alpha * (exp(x) - 1)``; gradient 1 where ``x > 0``, else
+    ``alpha * exp(x)``: ``alpha`` at 0 (as in PyTorch)."""
+    pos = x > 0
+    y = xp.where(pos, x, alpha * xp.expm1(xp.minimum(x, 0.0)))  # exp of a positive x could overflow
+    return y, (xp, pos, y, alpha)
+
+
+def _d_softplus(g, xp, bx, threshold):
+    d = _sigmoid(xp, bx)
+    return g * (d if threshold is None else xp.where(bx > threshold, 1.0, d))
+
+
+@unary(_d_softplus)
+def softplus(xp, x, beta: float = 1.0, threshold: float | None = None):
+    """``log(1 + exp(beta * x)) / beta``, a smooth relu, without overflow; gradient ``sigmoid(beta * x)``.
+
+    With a ``threshold`` (PyTorch's option; 20 there), it is ``x`` where ``beta * x > threshold``, with
+    gradient 1 (at ``beta * x == threshold`` the smooth formula holds)."""
+    bx = beta * x
+    y = xp.logaddexp(0.0, bx) / beta
+    if threshold is not None:
+        y = xp.where(bx > threshold, x, y)
+    return y, (xp, bx, threshold)
+
+
+@unary(lambda g, x, s: g * s * (1 + x * (1 - s)))
+def silu(xp, x):
+    """``x * sigmoid(x)`` (swish); gradient ``s * (1 + x * (1 - s))`` with ``s = sigmoid(x)``."""
+    s = _sigmoid(xp, x)
+    return x * s, (x, s)
+
+
+_ERF_SERIES = [2.0 ** n / math.prod(range(1, 2 * n + 2, 2)) for n in range(30)]  # terms: float64 below 2
+_ERFC_LEVELS = 20  # levels of the continued fraction: float64 beyond 2
+
+
+def _erfc(xp, x):
+    """``1 - erf(x)`` to about 1e-13 relative in float64, from array-API calls alone (the array API
+    has no erf). Below 2, the series ``erf(a) = 2 a exp(-a²) / sqrt(pi) * sum_n (2 a²) ** n / (1 * 3 *
+    ... * (2n + 1))``; beyond, the continued fraction ``erfc(a) = a exp(-a²) / sqrt(pi) / (a² + 1/2 -
+    (1*2/4) / (a² + 5/2 - (3*4/4) / (a² + 9/2 - ...)))``, run from its tail. ``where`` needs both
+    everywhere, so each sees ``|x|`` clipped to its own range."""
+    a = xp.abs(x)
+    s = xp.minimum(a, 2.0)
+    s2 = s * s
+    series = _ERF_SERIES[-1]
+    for c in reversed(_ERF_SERIES[:-1]):  # Horner's rule in s²
+        series = series * s2 + c
+    near = 1 - 2 * s * xp.exp(-s2) * series / math.sqrt(math.pi)
+    t = xp.clip(a, 2.0, 30.0)  # erfc(30) is below float64's smallest number: 0
+    t2 = t * t
+    frac = t2 + (2 * _ERFC_LEVELS + 0.5)
+    for k in range(_ERFC_LEVELS, 0, -1):
+        frac = t2 + (2 * k - 1.5) - k * (2 * k - 1) / 2 / frac
+    far = t * xp.exp(-t2) / math.sqrt(math.pi) / frac
+    e = xp.where(a < 2.0, near, far)
+    return xp.where(x < 0, 2 - e, e)
+
+
+def _d_gelu(g, xp, x, approximate, v):
+    if approximate == "none":  # v is Phi(x); phi(x) = exp(-x²/2) / sqrt(2 pi)
+        return g * (v + x * xp.exp(-0.5 * x * x) / math.sqrt(2 * math.pi))
+    slope = math.sqrt(2 / math.pi) * (1 + 3 * 0.044715 * x * x)  # v is the tanh
+    return g * (0.5 * (1 + v) + 0.5 * x * (1 - v * v) * slope)
+
+
+@unary(_d_gelu)
+def gelu(xp, x, approximate: str = "none"):
+    """``x * Phi(x)``, ``Phi`` the standard normal CDF (``0.5 * erfc(-x / sqrt(2))``); gradient
+    ``Phi(x) + x * phi(x)``, ``phi`` the normal density.
+
+    ``approximate="tanh"`` is PyTorch's tanh form, ``0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715
+    * x ** 3)))``, with that formula's own gradient."""
+    if approximate == "none":
+        cdf = 0.5 * _erfc(xp, -x / math.sqrt(2))
+        return x * cdf, (xp, x, approximate, cdf)
+    if approximate == "tanh":
+        t = xp.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x))
+        return 0.5 * x * (1 + t), (xp, x, approximate, t)
+    raise InvalidArgumentError(f"gelu: approximate must be 'none' (the exact erf form) or 'tanh', "
+                               f"got {approximate!r}")
 
 
 @unary(where_true)
 def clip(xp, x, low: float | None = None, high: float | None = None):
-    """Limit values to ``[low, high]``; the gradient passes where ``x`` was inside."""
+    """Limit values to ``[low, high]``; gradient 1 where ``low <= x <= high`` (at the bounds too, as
+    in PyTorch), else 0. At least one bound must be given."""
+    if low is None and high is None:
+        raise InvalidArgumentError("clip needs a bound: give low, high or both, as in x.clip(0.0, None)")
     inside = xp.ones_like(x) > 0
     if low is not None:
         inside = inside & (x >= low)

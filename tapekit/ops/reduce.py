@@ -1,12 +1,20 @@
-"""Reductions and the softmax family, numerically stable; each rule sits beside its forward."""
+"""Reductions, running sums and the softmax family, numerically stable; each rule sits beside its forward.
+
+Every reduction takes numpy's ``axis`` (None for all axes, an int, or a tuple of ints) and
+``keepdims``. A 0-d tensor takes axis 0 or -1 and is reduced over no axis (as in PyTorch).
+``argmax``, ``argmin``, ``all`` and ``any`` give integer or boolean tensors with no gradient.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
-from .core import normalize_axes, unary
+from ..errors import AxisError, InvalidArgumentError, checked_number
+from ..tensor import Tensor
+from .core import forward_of, normalize_axes, unary
 
-__all__ = ["sum", "mean", "max", "logsumexp", "softmax", "log_softmax"]
+__all__ = ["sum", "mean", "max", "min", "prod", "var", "std", "logsumexp", "softmax", "log_softmax", "cumsum",
+           "argmax", "argmin", "all", "any"]
 
 
 def _expand(g: Any, xp: Any, shape: tuple[int, ...], axes: tuple[int, ...] | None, keepdims: bool) -> Any:
@@ -30,36 +38,126 @@ def _reduced(y: Any, xp: Any, shape: tuple[int, ...], axes: tuple[int, ...] | No
     return y if keepdims else xp.reshape(y, tuple(n for i, n in enumerate(shape) if axes is not None and i not in axes))
 
 
+def _one_axis(axis: Any, ndim: int, op: str) -> int | None:
+    """``axis`` of an op that runs along one axis, as a non-negative int; None for ``axis=None``
+    (the flattened tensor) and on a 0-d tensor, which has no axis to run along."""
+    if isinstance(axis, (tuple, list)):
+        raise AxisError(f"{op} runs along one axis: pass an int, or None for the flattened tensor, not {axis!r}")
+    axes = normalize_axes(axis, ndim, op)
+    return axes[0] if axes else None
+
+
 @unary(_expand)
 def sum(xp, x, axis=None, keepdims: bool = False):
+    """Sum over ``axis``. Every element's gradient is the output's gradient (broadcast back)."""
     axes = normalize_axes(axis, x.ndim, "sum")
     return xp.sum(x, axis=axes, keepdims=keepdims), (xp, x.shape, axes, keepdims)
 
 
 @unary(lambda g, xp, shape, axes, keepdims, n: _expand(g / n, xp, shape, axes, keepdims))
 def mean(xp, x, axis=None, keepdims: bool = False):
+    """Mean over ``axis``. Every element's gradient is the output's gradient divided by the count ``n``."""
     axes = normalize_axes(axis, x.ndim, "mean")
     return xp.mean(x, axis=axes, keepdims=keepdims), (xp, x.shape, axes, keepdims, _count(x.shape, axes))
 
 
-def _max_grad(g, xp, x, y, axes, keepdims):
-    """Ties share the gradient equally."""
+def _extremum_grad(g, xp, x, y, axes, keepdims):
+    """The gradient goes to the elements equal to the result; ties share it equally."""
     hit = xp.astype(x == y, x.dtype)
     share = hit / xp.sum(hit, axis=axes, keepdims=True)
     return share * _expand(g, xp, x.shape, axes, keepdims)
 
 
-@unary(_max_grad)
-def max(xp, x, axis=None, keepdims: bool = False):
-    """Maximum over ``axis``; ties share the gradient equally."""
-    axes = normalize_axes(axis, x.ndim, "max")
-    y = xp.max(x, axis=axes, keepdims=True)
+def _extremum(pick: Callable, xp: Any, x: Any, axis: Any, keepdims: bool, op: str) -> tuple:
+    axes = normalize_axes(axis, x.ndim, op)
+    y = pick(x, axis=axes, keepdims=True)
     return _reduced(y, xp, x.shape, axes, keepdims), (xp, x, y, axes, keepdims)
+
+
+@unary(_extremum_grad)
+def max(xp, x, axis=None, keepdims: bool = False):
+    """Maximum over ``axis``. The gradient goes to the maximal elements; ties share it equally."""
+    return _extremum(xp.max, xp, x, axis, keepdims, "max")
+
+
+@unary(_extremum_grad)
+def min(xp, x, axis=None, keepdims: bool = False):
+    """Minimum over ``axis``. The gradient goes to the minimal elements; ties share it equally."""
+    return _extremum(xp.min, xp, x, axis, keepdims, "min")
+
+
+def _product_of_others(xp: Any, x: Any, axes: tuple[int, ...] | None) -> Any:
+    """For each element, the product of the other elements over ``axes``: the running product of
+    the elements before it times that of the elements after it. No division, so zeros are exact."""
+    axes = tuple(range(x.ndim)) if axes is None else axes
+    last = tuple(range(x.ndim - len(axes), x.ndim))
+    moved = xp.moveaxis(x, axes, last)  # the reduced axes last, then flattened into one
+    lines = xp.reshape(moved, moved.shape[:x.ndim - len(axes)] + (_count(x.shape, axes),))
+    before = xp.cumulative_prod(lines, axis=-1, include_initial=True)[..., :-1]
+    after = xp.flip(xp.cumulative_prod(xp.flip(lines, axis=-1), axis=-1, include_initial=True)[..., :-1], axis=-1)
+    return xp.moveaxis(xp.reshape(before * after, moved.shape), last, axes)
+
+
+@unary(lambda g, xp, x, axes, keepdims: _expand(g, xp, x.shape, axes, keepdims) * _product_of_others(xp, x, axes))
+def prod(xp, x, axis=None, keepdims: bool = False):
+    """Product over ``axis``. Each element's gradient is the output's gradient times the product of
+    the other elements, computed without dividing by the element: where one element is 0 only it
+    gets a gradient (the product of the others); where two or more are 0 every gradient is 0."""
+    axes = normalize_axes(axis, x.ndim, "prod")
+    return xp.prod(x, axis=axes, keepdims=keepdims), (xp, x, axes, keepdims)
+
+
+def _deviations(xp: Any, x: Any, axis: Any, correction: float, ddof: float | None, op: str) -> tuple:
+    """The reduced axes, ``x - mean(x)`` over them, and the divisor ``n - correction`` (``ddof`` is
+    numpy's name for ``correction``)."""
+    if ddof is not None:
+        if correction not in (0, ddof):
+            raise InvalidArgumentError(f"{op}: correction={correction!r} and ddof={ddof!r} disagree; ddof is "
+                                       f"numpy's name for correction, so pass one of them")
+        correction = ddof
+    c = checked_number(correction, f"{op}'s correction", lambda v: v >= 0,
+                       "a number >= 0 (0: the population variance, 1: the sample variance)")
+    axes = normalize_axes(axis, x.ndim, op)
+    n = _count(x.shape, axes)
+    if n <= c:
+        raise InvalidArgumentError(f"{op}: correction={c:g} leaves no positive divisor n - correction for the {n} "
+                                   f"element(s) reduced over: the spread of so few values is undefined (numpy "
+                                   f"gives nan). Use correction=0, or reduce over more elements.")
+    return axes, x - xp.mean(x, axis=axes, keepdims=True), n - c
+
+
+@unary(lambda g, xp, d, axes, keepdims, dof: _expand(g, xp, d.shape, axes, keepdims) * (2 / dof) * d)
+def var(xp, x, axis=None, keepdims: bool = False, *, correction: float = 0, ddof: float | None = None):
+    """Variance over ``axis``: ``sum((x - mean)**2) / (n - correction)`` for ``n`` elements.
+
+    ``correction=0`` (the default, as in numpy) is the population variance, ``correction=1`` the
+    sample variance; ``ddof`` is numpy's name for it. Reducing over ``n <= correction`` elements
+    raises ``InvalidArgumentError`` (numpy gives nan). The gradient is ``2 (x - mean) / (n - correction)``."""
+    axes, d, dof = _deviations(xp, x, axis, correction, ddof, "var")
+    return xp.sum(d * d, axis=axes, keepdims=keepdims) / dof, (xp, d, axes, keepdims, dof)
+
+
+def _std_grad(g, xp, d, s, axes, keepdims, dof):
+    """``(x - mean) / ((n - correction) std)``, and 0 where std is 0 (a kink, like ``abs`` at 0)."""
+    s = xp.where(s > 0, s, xp.ones_like(s))  # std is 0 only where every deviation is 0: the gradient is 0
+    return _expand(g, xp, d.shape, axes, keepdims) * d / (dof * s)
+
+
+@unary(_std_grad)
+def std(xp, x, axis=None, keepdims: bool = False, *, correction: float = 0, ddof: float | None = None):
+    """Standard deviation over ``axis``: the square root of ``var`` (same ``correction``/``ddof``).
+
+    The gradient is ``(x - mean) / ((n - correction) std)``; where std is 0 (all values equal, or
+    one value), it is 0 rather than 0/0."""
+    axes, d, dof = _deviations(xp, x, axis, correction, ddof, "std")
+    s = xp.sqrt(xp.sum(d * d, axis=axes, keepdims=True) / dof)
+    return _reduced(s, xp, x.shape, axes, keepdims), (xp, d, s, axes, keepdims, dof)
 
 
 @unary(lambda g, xp, shape, axes, keepdims, e, s: _expand(g, xp, shape, axes, keepdims) * (e / s))
 def logsumexp(xp, x, axis=None, keepdims: bool = False):
-    """``log(sum(exp(x)))`` over ``axis``, shifted by the maximum so it never overflows."""
+    """``log(sum(exp(x)))`` over ``axis``, shifted by the maximum so it never overflows. The gradient
+    is the output's gradient times ``softmax(x)`` over ``axis``."""
     axes = normalize_axes(axis, x.ndim, "logsumexp")
     m = xp.max(x, axis=axes, keepdims=True)
     e = xp.exp(x - m)
@@ -68,21 +166,80 @@ def logsumexp(xp, x, axis=None, keepdims: bool = False):
 
 
 @unary(lambda g, xp, y, ax: y * (g - xp.sum(g * y, axis=ax, keepdims=True)))
-def softmax(xp, x, axis: int = -1):
-    (ax,) = normalize_axes(axis, x.ndim, "softmax")
+def softmax(xp, x, axis: Any = -1):
+    """``exp(x) / sum(exp(x))`` along ``axis`` (default -1; a tuple or None normalizes over those
+    axes or all of them, as ``scipy.special.softmax``). The gradient is ``y (g - sum(g y))``; a 0-d
+    tensor's softmax is 1, with gradient 0."""
+    ax = normalize_axes(axis, x.ndim, "softmax")
     e = xp.exp(x - xp.max(x, axis=ax, keepdims=True))
     y = e / xp.sum(e, axis=ax, keepdims=True)
     return y, (xp, y, ax)
 
 
 @unary(lambda g, xp, y, ax: g - xp.exp(y) * xp.sum(g, axis=ax, keepdims=True))
-def log_softmax(xp, x, axis: int = -1):
-    (ax,) = normalize_axes(axis, x.ndim, "log_softmax")
+def log_softmax(xp, x, axis: Any = -1):
+    """``log(softmax(x))`` along ``axis``, computed stably. The gradient is ``g - softmax(x) sum(g)``;
+    a 0-d tensor's log_softmax is 0, with gradient 0."""
+    ax = normalize_axes(axis, x.ndim, "log_softmax")
     y = stable_log_softmax(xp, x, ax)
     return y, (xp, y, ax)
 
 
-def stable_log_softmax(xp: Any, x: Any, axis: int) -> Any:
+def stable_log_softmax(xp: Any, x: Any, axis: Any) -> Any:
     """``log softmax(x)`` along ``axis`` of an array, shifted by the maximum so it never overflows."""
     shifted = x - xp.max(x, axis=axis, keepdims=True)
     return shifted - xp.log(xp.sum(xp.exp(shifted), axis=axis, keepdims=True))
+
+
+def _cumsum_grad(g, xp, shape, lines, ax):
+    """The running sum of ``g`` from the end: element i feeds every output from i on."""
+    g = xp.flip(xp.cumulative_sum(xp.flip(xp.reshape(g, lines), axis=ax), axis=ax), axis=ax)
+    return xp.reshape(g, shape)
+
+
+@unary(_cumsum_grad)
+def cumsum(xp, x, axis=None):
+    """Running sums along ``axis``; ``axis=None`` runs along the flattened tensor (as numpy does).
+    Element i's gradient is the sum of the output's gradients from i to the end of its line."""
+    ax = _one_axis(axis, x.ndim, "cumsum")
+    lines = x if ax is not None else xp.reshape(x, (-1,))  # a 0-d tensor is a line of one
+    ax = 0 if ax is None else ax
+    y = xp.cumulative_sum(lines, axis=ax)
+    return (y if axis is None else xp.reshape(y, x.shape)), (xp, x.shape, lines.shape, ax)
+
+
+def _no_gradient(fn: Callable) -> Callable[..., Tensor]:
+    """An op from ``fn(xp, x, *params)`` whose output has no gradient (indices, truth values): a
+    tensor on no tape, whatever tapes its operand carries."""
+    @forward_of(fn)
+    def op(a: Tensor, *params: Any, **kw: Any) -> Tensor:
+        xp = a.device.xp
+        return Tensor(a.device.count(xp.asarray(fn(xp, a.data, *params, **kw))), a.device)
+
+    return op
+
+
+@_no_gradient
+def argmax(xp, x, axis=None, keepdims: bool = False):
+    """Index of the maximum along ``axis`` (None: in the flattened tensor); the first one among ties.
+    An integer tensor with no gradient."""
+    return xp.argmax(x, axis=_one_axis(axis, x.ndim, "argmax"), keepdims=keepdims)
+
+
+@_no_gradient
+def argmin(xp, x, axis=None, keepdims: bool = False):
+    """Index of the minimum along ``axis`` (None: in the flattened tensor); the first one among ties.
+    An integer tensor with no gradient."""
+    return xp.argmin(x, axis=_one_axis(axis, x.ndim, "argmin"), keepdims=keepdims)
+
+
+@_no_gradient
+def all(xp, x, axis=None, keepdims: bool = False):
+    """Whether every element over ``axis`` is true (nonzero). A boolean tensor with no gradient."""
+    return xp.all(x, axis=normalize_axes(axis, x.ndim, "all"), keepdims=keepdims)
+
+
+@_no_gradient
+def any(xp, x, axis=None, keepdims: bool = False):
+    """Whether some element over ``axis`` is true (nonzero). A boolean tensor with no gradient."""
+    return xp.any(x, axis=normalize_axes(axis, x.ndim, "any"), keepdims=keepdims)
