@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .core import binary, same, where_false, where_true
-from .elementwise import d_power, refuse_negative_integer_power, zero
+from .core import binary, same, where_false, where_true, zero
+from .elementwise import d_power, refuse_negative_integer_power
 
 __all__ = ["add", "sub", "mul", "div", "pow", "maximum", "minimum", "logaddexp", "floor_divide", "remainder"]
 

@@ -129,6 +129,11 @@ def same(g: Any, *saved: Any) -> Any:
     return g
 
 
+def zero(g: Any, xp: Any, *saved: Any) -> Any:
+    """The rule of an operand whose gradient is 0 everywhere (a step function, such as floor)."""
+    return xp.zeros_like(g)
+
+
 def where_true(g: Any, xp: Any, mask: Any) -> Any:
     """The rule of an operand whose gradient passes where ``mask`` holds."""
     return xp.where(mask, g, xp.zeros_like(g))

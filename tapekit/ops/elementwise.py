@@ -11,17 +11,12 @@ import numbers
 
 from ..devices import is_integer
 from ..errors import DTypeError, InvalidArgumentError
-from .core import unary, where_true
+from .core import unary, where_true, zero
 
 __all__ = ["neg", "power", "square", "abs", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt",
            "sin", "cos", "tan", "asin", "acos", "atan", "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh",
            "sign", "floor", "ceil", "round", "sigmoid", "relu", "leaky_relu", "elu", "softplus", "silu", "gelu",
            "clip"]
-
-
-def zero(g, xp):
-    """The rule of an operand whose gradient is 0 everywhere (a step function, such as floor)."""
-    return xp.zeros_like(g)
 
 
 @unary(lambda g: -g)
