@@ -1,11 +1,12 @@
 """tapekit: reverse-mode autodiff whose gradient tape is a first-class, swappable, visible object."""
 
+from .anomaly import detect_anomaly
 from .backward import backward
 from .check import GradCheck, check_grads
 from .devices import Cpu, Cuda, Device
 from .errors import (AxisError, BackwardError, DeviceMismatchError, DeviceUnavailableError, DTypeError,
                      GradientCheckError, IncompleteTapeWarning, IndexingError, InvalidArgumentError,
-                     MissingGradientError, ModelFileError, OperandError, ShapeError, TapeConsumedError, TapeError, TapekitError,
+                     MissingGradientError, ModelFileError, NonFiniteError, OperandError, ShapeError, TapeConsumedError, TapeError, TapekitError,
                      TapeMovedError, TapePolicyError, UnusedParamsError)
 from .gradients import Gradients
 from .inspect import explain, tapes
@@ -28,11 +29,11 @@ def __getattr__(name: str):
 
 
 __all__ = [
-    "Cpu", "Cuda", "Device", "Tensor", "Gradients", "backward", "check_grads", "GradCheck", "explain", "tapes",
+    "Cpu", "Cuda", "Device", "Tensor", "Gradients", "backward", "detect_anomaly", "check_grads", "GradCheck", "explain", "tapes",
     "nn", "optim",
     "Tape", "NoneTape", "OwnedTape", "ArcTape", "UnionTape", "GlobalTape",
     "TapekitError", "ShapeError", "AxisError", "IndexingError", "DeviceMismatchError", "DeviceUnavailableError",
     "DTypeError", "InvalidArgumentError", "OperandError", "TapeError", "TapeMovedError", "TapeConsumedError", "TapePolicyError",
-    "BackwardError", "MissingGradientError", "UnusedParamsError", "ModelFileError", "GradientCheckError",
+    "BackwardError", "NonFiniteError", "MissingGradientError", "UnusedParamsError", "ModelFileError", "GradientCheckError",
     "IncompleteTapeWarning",
 ] + _losses.__all__ + _ops.__all__

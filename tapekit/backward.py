@@ -8,12 +8,15 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
+from . import anomaly
 from .devices import is_floating
-from .errors import BackwardError, DeviceMismatchError, DTypeError, IncompleteTapeWarning, ShapeError, TapeConsumedError
-from .gradients import Gradients
+from .errors import (BackwardError, DeviceMismatchError, DTypeError, IncompleteTapeWarning, NonFiniteError, ShapeError,
+                     TapeConsumedError)
+from .gradients import Gradients, updatable
 from .history import Coverage, coverage, store_at
 from .ops.core import unbroadcast
-from .tapes.base import Record, Tape, consumed_error
+from .ids import label
+from .tapes.base import Record, Tape, _by_id, consumed_error
 from .tapes.merge import check_one_policy, merge_tapes
 from .tensor import Tensor
 
@@ -24,27 +27,37 @@ def backward(outputs: Any, seeds: Sequence[Any] | None = None, retain: bool = Fa
     The outputs' tapes are merged first, so every record they hold runs once. ``seeds`` gives the
     starting gradient of each output (``None`` for a one-value output). ``retain=True`` keeps the
     records for another backward; otherwise each policy drains its tape as the design says.
+
+    All or nothing: the rules run before any tape changes, so a rule that raises (or an interrupt)
+    leaves every tape, record and gradient as it was; the error is a ``BackwardError`` naming the
+    record whose rule failed, and backward can be called again once the cause is fixed.
     """
     outputs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
     seeds = _seeds(outputs, seeds)
     tapes = [_tape_of(out) for out in outputs]
     check_one_policy(outputs, tapes, "tk.backward")
     names = ", ".join(out.label for out in outputs)
-    stores = {tape._store() for tape in tapes}
+    stores = list(dict.fromkeys(tape._store() for tape in tapes))
     cov = Coverage([]) if _holds_history(outputs, stores) else coverage(outputs, stores)
     if not cov.complete:
         if not tapes[0].allows_partial:
             raise TapeConsumedError(cov.summary(names))
         warnings.warn(cov.summary(names), IncompleteTapeWarning, stacklevel=_caller_level())
+    records = sorted((rec for store in stores for rec in store._all_records()), key=_by_id)
+    found = _run(records, Planned([store._grads for store in stores]), outputs, seeds)
+    # every rule has run: only now do the tapes change
     tape = merge_tapes(tapes, "backward")
-    records, grads = tape._take(retain)
+    grads = tape._take(retain, records)
     grads._why.update(cov.missed)
     grads._partial |= cov.incomplete | cov.missed.keys()  # a missed tensor may still get a zero entry elsewhere
     grads._ran = tape._store()._ref
-    by = None if retain else f"the backward on {names}"
-    _run(records, grads, outputs, seeds, by)
     if not retain:
+        by = f"the backward on {names}"
+        for rec in records:  # what each record saved is let go
+            rec.rules = rec.saved = rec.home = None
+            rec.consumed_by = by
         tape._after_backward(outputs, by)
+    found.add_to(grads, outputs[0].device)
     return grads.drop_non_leaves()
 
 
@@ -69,83 +82,170 @@ def _holds_history(outputs: Sequence[Tensor], stores: Iterable[Tape]) -> bool:
     return all(home is not None and store_at(home) in stores for home in homes.values())
 
 
-def _run(records: list[Record], grads: Gradients, outputs: Sequence[Tensor], seeds: Sequence[Any],
-         by: str | None) -> None:
-    """Run the records newest-first, each rule mapping its output's gradient to an operand's.
+class Planned:
+    """What the merge of the outputs' tapes will hold, read before any tape changes: their
+    gradient entries (the right tape's entry wins on equal ids, as in a merge), which of them are
+    zeroed buffers a rule may write into, and the united leaf set."""
+
+    def __init__(self, grads: Sequence[Gradients]) -> None:
+        self.arrays: dict[int, Any] = {}
+        clean: set[int] = set()
+        self.leaves: frozenset[int] | None = None
+        for g in grads:
+            self.arrays.update(g._arrays)
+            clean = (clean - g._arrays.keys()) | g._clean
+            if g.leaves is not None:
+                self.leaves = g.leaves if self.leaves is None else self.leaves | g.leaves
+        self.clean = clean
+
+
+class Found:
+    """The gradients one backward found, kept apart from the tapes' entries until every rule has
+    run: ``arrays`` are this backward's sums, ``filled`` the zeroed buffers rules wrote into."""
+
+    def __init__(self, device: Any) -> None:
+        self.arrays: dict[int, Any] = {}
+        self.mine: set[int] = set()  # sums this backward made, which it may add into in place
+        self.filled: list[int] = []
+        self.fresh = self.fresh_bytes = 0  # arrays this backward made, counted on the device at the end
+        self.nbytes_of = device.nbytes_of
+
+    def made(self, array: Any) -> None:
+        """Count an array this backward made."""
+        self.fresh += 1
+        self.fresh_bytes += self.nbytes_of(array)
+
+    def add_to(self, grads: Gradients, device: Any) -> None:
+        """Add what was found into ``grads`` (the merged tape's entries)."""
+        for tid in self.filled:
+            grads.filled(tid)
+        for tid, arr in self.arrays.items():
+            if tid not in grads._arrays and tid in self.mine:
+                grads._arrays[tid] = arr
+                grads._owned.add(tid)
+            else:
+                grads.accumulate(tid, arr, device)
+        device.allocations += self.fresh
+        device.allocated_bytes += self.fresh_bytes
+
+    def undo(self, planned: Planned) -> None:
+        """Zero the buffers rules wrote into again: the tapes' entries are as they were."""
+        for tid in self.filled:
+            planned.arrays[tid][...] = 0
+
+
+def _run(records: list[Record], planned: Planned, outputs: Sequence[Tensor], seeds: Sequence[Any]) -> Found:
+    """Run the records newest-first, each rule mapping its output's gradient to an operand's, and
+    return what was found. Nothing outside the result changes, but for zeroed buffers that rules
+    write into, which are zeroed again if a rule fails.
 
     With a leaf set, work whose result the end of backward would drop is skipped: an operand that
     no record of this backward made and that is not a leaf (an input batch, a constant) gets no
-    gradient, and an output's entry is let go as soon as the record that made it has run. ``by``
-    (the backward's name; ``None`` to retain) marks each record consumed once it ran, freeing what
-    it saved.
+    gradient, and an output's gradient is let go as soon as the record that made it has run.
     """
     device = outputs[0].device
-    xp, count, arrays, accumulate = device.xp, device.count, grads._arrays, grads.accumulate
-    get, owned, nbytes_of = arrays.get, grads._owned, device.nbytes_of
-    fresh, fresh_bytes = 0, 0  # arrays the rules made, counted on the device at the end
-    clean = grads._clean if device.takes_out else ()  # ids of zeroed buffers a rule may write into
-    inplace = owned if device.takes_out else ()  # ids of buffers to add into in place (none clean past `clean`)
-    leaves = grads.leaves
+    xp = device.xp
+    found = Found(device)
+    arrays, mine, have = found.arrays, found.mine, planned.arrays
+    get = arrays.get
+    clean = set(planned.clean) if device.takes_out else ()  # zeroed buffers a rule may write into
+    leaves = planned.leaves
     wanted = None  # with a leaf set: the ids whose gradients are of use (the rest is dropped at the end)
     if leaves is not None:
         wanted = {rec.out for rec in records}
         wanted.update(leaves)  # in place: a long tape's set is not copied
     for out, seed in zip(outputs, seeds):
-        accumulate(out.id, seed, device)
-    for rec in reversed(records):
-        rules, saved = rec.rules, rec.saved
-        if by is not None:
-            rec.rules = rec.saved = rec.home = None
-            rec.consumed_by = by
-        g = get(rec.out)
-        if g is None:  # not on the way to an output: its operands still get (zero) entries
-            for tid, shape in zip(rec.inputs, rec.shapes):
-                if tid is not None and tid not in arrays and (leaves is None or tid in leaves):
-                    arrays[tid] = count(xp.zeros(shape, dtype=rec.dtype, **device._placement()))
-            continue
-        for tid, shape, rule in zip(rec.inputs, rec.shapes, rules):
-            if rule is None or (wanted is not None and tid not in wanted):
+        _add(found, out.id, seed, xp)
+    rec, tid, checking = None, None, anomaly.on
+    try:
+        for rec in reversed(records):
+            tid = None
+            rules, saved = rec.rules, rec.saved
+            g = _gradient_of(rec.out, found, have)
+            if g is None:  # not on the way to an output: its operands still get (zero) entries
+                for tid, shape in zip(rec.inputs, rec.shapes):
+                    if tid is not None and tid not in arrays and tid not in have and (leaves is None or tid in leaves):
+                        arrays[tid] = xp.zeros(shape, dtype=rec.dtype, **device._placement())
+                        found.made(arrays[tid])
                 continue
-            if tid in clean:
-                _write_into_buffer(grads, tid, rule, g, saved, shape, device)
-                continue
-            gi = rule(g, *saved)
-            if gi.shape != shape:
-                gi = unbroadcast(xp, gi, shape)
-            if gi is not g:
-                fresh += 1
-                fresh_bytes += nbytes_of(gi)
-            old = get(tid)  # Gradients.accumulate's two common cases, inline on the hot path
-            if old is None:
-                arrays[tid] = gi
-            elif tid in inplace and old.dtype == gi.dtype:
-                old += gi
-            else:
-                accumulate(tid, gi, device)
-        if leaves is not None and rec.out not in leaves:  # used, and no leaf: let it go now
-            del arrays[rec.out]
-            if rec.out in owned:
-                grads._disown(rec.out)
-    device.allocations += fresh
-    device.allocated_bytes += fresh_bytes
+            for tid, shape, rule in zip(rec.inputs, rec.shapes, rules):
+                if rule is None or (wanted is not None and tid not in wanted):
+                    continue
+                if tid in clean:
+                    _write_into_buffer(found, planned.arrays[tid], tid, rule, g, saved, shape, xp)
+                    clean.discard(tid)
+                    if checking:
+                        anomaly.check_rule(rec, tid, planned.arrays[tid], g, device)
+                    continue
+                gi = rule(g, *saved)
+                if gi.shape != shape:
+                    gi = unbroadcast(xp, gi, shape)
+                if checking:
+                    anomaly.check_rule(rec, tid, gi, g, device)
+                if gi is not g:
+                    found.made(gi)
+                old = get(tid)  # _add's two common cases, inline on the hot path
+                if old is None:
+                    arrays[tid] = gi
+                elif tid in mine and old.dtype == gi.dtype:
+                    old += gi
+                else:
+                    _add(found, tid, gi, xp)
+            if leaves is not None and rec.out not in leaves:  # used, and no leaf: let it go now
+                arrays.pop(rec.out, None)
+    except BaseException as err:
+        found.undo(planned)
+        if not isinstance(err, Exception) or isinstance(err, NonFiniteError):  # an interrupt stays one
+            raise
+        raise _rule_error(rec, tid, err) from err
+    return found
 
 
-def _write_into_buffer(grads: Gradients, tid: int, rule: Callable, g: Any, saved: tuple, shape: tuple,
-                       device: Any) -> None:
-    """The gradient of operand ``tid``, whose entry is a zeroed preallocated buffer: a rule that
-    can write into it does, an un-broadcast sums into it; otherwise the gradient is added to it."""
-    buf = grads._arrays[tid]
+def _gradient_of(tid: int, found: Found, have: dict[int, Any]) -> Any:
+    """The gradient of a record's output: what this backward found, plus an entry the tape held."""
+    g = found.arrays.get(tid)
+    held = have.get(tid)
+    if held is None:
+        return g
+    return held if g is None else held + g
+
+
+def _add(found: Found, tid: int, grad: Any, xp: Any) -> None:
+    """Add ``grad`` to what was found for ``tid``: kept as is on first arrival (it may alias
+    another entry), summed into a new array on the second, in place after that."""
+    old = found.arrays.get(tid)
+    if old is None:
+        found.arrays[tid] = grad
+    elif tid in found.mine:
+        old += grad if grad.dtype == old.dtype else xp.astype(grad, old.dtype)
+    else:
+        found.arrays[tid] = updatable(old + (grad if grad.dtype == old.dtype else xp.astype(grad, old.dtype)))
+        found.mine.add(tid)
+        found.made(found.arrays[tid])
+
+
+def _rule_error(rec: Record | None, tid: int | None, err: Exception) -> BackwardError:
+    what = (f"the backward rule of {rec.line()} for its operand {label(tid)}" if rec is not None and tid is not None
+            else f"backward at {rec.line()}" if rec is not None else "backward")
+    return BackwardError(f"{what} raised {type(err).__name__}: {err}. Nothing changed: every tape and gradient "
+                         f"is as it was before this backward, so fix the cause and call backward again.")
+
+
+def _write_into_buffer(found: Found, buf: Any, tid: int, rule: Callable, g: Any, saved: tuple, shape: tuple,
+                       xp: Any) -> None:
+    """The gradient of operand ``tid``, whose entry is a zeroed preallocated buffer ``buf``: a rule
+    that can write into it does, an un-broadcast sums into it; otherwise it is copied in."""
     if getattr(rule, "fills", False):
         rule(g, *saved, out=buf)
     else:
         gi = rule(g, *saved)
         if gi is not g:
-            device.count(gi)
+            found.made(gi)
         if gi.shape == shape:
-            grads.accumulate(tid, gi, device)
-            return
-        unbroadcast(device.xp, gi, shape, out=buf)
-    grads.filled(tid)
+            buf[...] = gi
+        else:
+            unbroadcast(xp, gi, shape, out=buf)
+    found.filled.append(tid)
 
 
 def _tape_of(out: Any) -> Tape:

@@ -103,7 +103,14 @@ def _shape(shape: int | Sequence[int]) -> tuple[int, ...]:
 
 
 class Device:
-    """Base class of devices. Subclasses set ``xp`` and the host transfers."""
+    """Base class of devices. Subclasses set ``xp`` and the host transfers.
+
+    A device is a place, not a value: ``copy.copy`` and ``copy.deepcopy`` give the device itself,
+    so a deep copy of a model keeps its tensors here (they can meet the original's in one op), draws
+    from the same generator and counts into the same counters. A pickle unpickles to a new device of
+    the same place (its tensors can meet this one's too) whose generator makes the same numbers
+    next and whose counters go on from this one's.
+    """
 
     xp: Any
     kind: str = "device"
@@ -160,11 +167,14 @@ class Device:
 
     def index_add(self, shape: tuple[int, ...], index: Any, values: Any) -> Any:
         """A zero array of ``shape`` with ``values`` added at integer ``index`` along axis 0,
-        duplicates summed (the backward of ``t[index]``)."""
+        duplicates summed (the backward of ``t[index]``).
+
+        The array API has no scatter, so this one is a matmul with a one-hot matrix of
+        ``len(index)`` by ``shape[0]`` values: exact, but its memory grows with both."""
         xp = self.xp
         onehot = xp.astype(index[:, None] == xp.arange(shape[0], device=values.device)[None, :], values.dtype)
-        flat = xp.reshape(values, (index.shape[0], -1))
-        return xp.reshape(xp.matmul(xp.matrix_transpose(onehot), flat), shape)
+        rows = xp.reshape(values, (index.shape[0], int(np.prod(shape[1:], dtype=np.int64))))
+        return xp.reshape(xp.matmul(xp.matrix_transpose(onehot), rows), shape)
 
     # -- constructors -------------------------------------------------------------------------
     def _wrap(self, array: Any, name: str | None) -> "Tensor":
@@ -219,6 +229,29 @@ class Device:
 
     def _placement(self) -> dict[str, Any]:
         return {}
+
+    # -- copies and pickles -------------------------------------------------------------------
+    def __copy__(self) -> "Device":
+        return self
+
+    def __deepcopy__(self, memo: dict) -> "Device":
+        return self
+
+    def __reduce__(self) -> tuple:
+        """A pickle holds what makes this device again: its constructor's arguments, its generator's
+        state and its counters."""
+        state = {"rng": self.rng.bit_generator.state, "allocations": self.allocations,
+                 "allocated_bytes": self.allocated_bytes}
+        return type(self), self._arguments(), state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.rng.bit_generator.state = state["rng"]
+        self.allocations = state["allocations"]
+        self.allocated_bytes = state["allocated_bytes"]
+
+    def _arguments(self) -> tuple:
+        """The constructor's arguments that make this device again."""
+        raise NotImplementedError
 
     def _dtype_text(self) -> str:
         return "" if self.default_dtype == "float32" else f", default_dtype={self.default_dtype!r}"
@@ -283,6 +316,9 @@ class Cpu(Device):
         np.add.at(out, index, values)
         return out
 
+    def _arguments(self) -> tuple:
+        return self.seed, self.backend, self.where, self.default_dtype
+
     def __repr__(self) -> str:
         extra = "" if self.backend == "numpy" else f", backend='strict', where={self.where!r}"
         return f"Cpu(seed={self.seed}{extra}{self._dtype_text()})"
@@ -342,6 +378,9 @@ class Cuda(Device):
         out = self.cupy.zeros(shape, dtype=values.dtype)
         cupyx.scatter_add(out, index, values)
         return out
+
+    def _arguments(self) -> tuple:
+        return self.device_id, self.seed, self.default_dtype  # unpickled onto the GPU of the same id
 
     def __repr__(self) -> str:
         return f"Cuda(device_id={self.device_id}, seed={self.seed}{self._dtype_text()})"

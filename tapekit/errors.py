@@ -63,7 +63,13 @@ class TapePolicyError(TapeError):
 
 
 class BackwardError(TapekitError, ValueError):
-    """``backward`` cannot start: a non-scalar output without a seed, no outputs, no tape."""
+    """``backward`` cannot start (a non-scalar output without a seed, no outputs, no tape), or a
+    backward rule failed; then nothing changed, and the message names the record."""
+
+
+class NonFiniteError(TapekitError, FloatingPointError):
+    """Inside ``tk.detect_anomaly()``: an op or a backward rule made a NaN or an infinity. The
+    message names the line that made the op, the record and its operands' ranges."""
 
 
 class MissingGradientError(TapekitError, KeyError):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any, Iterable, Iterator
 
 import numpy as np
@@ -11,7 +12,7 @@ from .errors import MissingGradientError
 from .ids import label
 
 
-def _updatable(array: Any) -> Any:
+def updatable(array: Any) -> Any:
     """``array``, made a 0-d array if numpy turned it into a scalar (as it does with 0-d sums):
     an owned entry is updated in place, and ``+=`` on a scalar would make a new one instead."""
     return np.asarray(array) if isinstance(array, np.generic) else array
@@ -37,6 +38,11 @@ class Gradients:
     ``leaves`` (tensors or ids) is the set to keep: backward drops every other entry at its end.
     A lookup that finds nothing raises ``MissingGradientError`` saying why the entry is missing;
     ``is_complete(t)`` says whether an entry holds all of its gradient.
+
+    Copies and pickles keep the ids: in this process a copy still maps the same tensors (a copy,
+    shallow or deep, copies the arrays, since a backward updates entries in place). Tensors that are
+    deep-copied or unpickled get new ids, so gradients do not follow them: run a backward on the
+    copies for theirs. An unpickled ``Gradients`` names tensors of the process that pickled it.
     """
 
     __slots__ = ("_arrays", "_owned", "_clean", "leaves", "_why", "_partial", "_ran")
@@ -95,7 +101,7 @@ class Gradients:
             if tid in self._owned:
                 arr[...] = 0
             else:
-                self._arrays[tid] = _updatable(arr * 0)
+                self._arrays[tid] = updatable(arr * 0)
                 self._owned.add(tid)
         self._clean = set(self._owned)
         self._partial.clear()
@@ -123,7 +129,7 @@ class Gradients:
             old += grad
             self._clean.discard(tid)
         else:
-            arrays[tid] = device.count(_updatable(old + grad))
+            arrays[tid] = device.count(updatable(old + grad))
             self._owned.add(tid)
 
     def _disown(self, tid: int) -> None:
@@ -152,6 +158,20 @@ class Gradients:
         if other.leaves is not None:  # as in dfdx: leaf sets unite, and a leaky side adds nothing to keep
             self.leaves = other.leaves if self.leaves is None else self.leaves | other.leaves
         other._arrays, other._owned, other._clean, other._why, other._partial = {}, set(), set(), {}, set()
+
+    # -- copies and pickles -----------------------------------------------------------------
+    def __getstate__(self) -> dict[str, Any]:
+        """Entries with their flags, the leaf set and the reasons; not the tape that ran (a weak
+        reference: a copy only forgets which tape to name in ``why_missing``)."""
+        return {name: getattr(self, name) for name in self.__slots__ if name != "_ran"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for name, value in state.items():
+            setattr(self, name, value)
+        self._ran = None
+
+    def __copy__(self) -> "Gradients":
+        return copy.deepcopy(self)
 
     # -- explanations -----------------------------------------------------------------------
     def is_complete(self, key: Any) -> bool:

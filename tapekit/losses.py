@@ -1,9 +1,10 @@
-"""Losses: ``mse_loss`` and ``binary_cross_entropy_with_logits`` are built from tapekit's ops, so
-the tape shows each step; ``cross_entropy`` (integer labels or class probabilities) is one op with
-the classic fused rule, ``softmax(logits) - target``, which is exact and spares the tape four records
-per step.
+"""Losses: ``mse_loss``, ``binary_cross_entropy_with_logits`` and ``nll_loss`` are built from
+tapekit's ops, so the tape shows each step; ``cross_entropy`` (integer labels or class
+probabilities, optionally smoothed) is one op with the classic fused rule,
+``softmax(logits) - target``, which is exact and spares the tape four records per step.
 
-Every argument is checked before anything is recorded. ``reduction`` is ``"mean"`` or ``"sum"``.
+Every argument is checked before anything is recorded. ``reduction`` is ``"mean"`` (over the
+examples), ``"sum"`` or ``"none"`` (one loss per example), as in PyTorch.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import DTypeError, IndexingError, InvalidArgumentError, ShapeError
+from .errors import DTypeError, IndexingError, InvalidArgumentError, ShapeError, checked_number
 from .nn.module import branch
 from .devices import dtype_name, is_floating, is_integer
 from .ops import logsumexp, stack
@@ -22,44 +23,81 @@ from .ops.reduce import stable_log_softmax
 from .ops.shape import device_array, value_range
 from .tensor import Tensor
 
-__all__ = ["mse_loss", "cross_entropy", "binary_cross_entropy_with_logits"]
+__all__ = ["mse_loss", "cross_entropy", "nll_loss", "binary_cross_entropy_with_logits"]
 
-REDUCTIONS = ("mean", "sum")
+REDUCTIONS = ("mean", "sum", "none")
 
 
 def mse_loss(pred: Tensor, target: Any, reduction: str = "mean") -> Tensor:
-    """Squared error ``(pred - target)²``, averaged (or summed); ``target`` has ``pred``'s shape."""
+    """Squared error ``(pred - target)²``, averaged, summed, or one per element (``"none"``);
+    ``target`` has ``pred``'s shape. Gradient: ``2 (pred - target)`` for ``pred`` and its negative
+    for a traced ``target``, divided by the number of elements for ``"mean"``."""
     _check_reduction(reduction, "mse_loss")
     target = _like(target, pred, "mse_loss", "target")
     diff = pred - target
     return _reduce(diff * diff, reduction)
 
 
-def cross_entropy(logits: Tensor, target: Any, reduction: str = "mean") -> Tensor:
-    """``-sum(target * log softmax(logits))`` per example, averaged (or summed).
+def cross_entropy(logits: Tensor, target: Any, reduction: str = "mean", label_smoothing: float = 0.0) -> Tensor:
+    """PyTorch's ``cross_entropy``: ``-sum(t * log softmax(logits))`` over the classes (the last
+    axis) for each example, averaged over the examples, summed, or one per example (``"none"``).
 
-    ``logits`` has classes on its last axis. ``target`` is either integer class indices of the
-    other axes' shape (``(N,)`` for ``(N, C)`` logits), or floating class probabilities of the
-    logits' shape (a one-hot, or soft labels), which get no gradient. The log-softmax is shifted by
-    the maximum, so any logits work."""
+    ``target`` is either integer class indices of the other axes' shape (``(N,)`` for ``(N, C)``
+    logits), or floating class probabilities of the logits' shape (a one-hot, or soft labels,
+    which may be traced). With ``label_smoothing=ε`` the target ``t`` is ``(1 - ε) target + ε / C``.
+    The log-softmax is shifted by the maximum, so any logits work.
+
+    Gradient, per unit of an example's loss (divided by the number of examples for ``"mean"``):
+    ``softmax(logits) * sum(t) - t`` for the logits, which is ``softmax - t`` when ``t`` sums to 1,
+    and ``-(1 - ε) log softmax(logits)`` for a probability target."""
     _check_reduction(reduction, "cross_entropy")
-    probs = _class_probabilities(logits, target)
-    xp, x, t = logits.device.xp, logits.data, probs.data
+    eps = checked_number(label_smoothing, "cross_entropy: label_smoothing", lambda v: 0 <= v <= 1, "from 0 to 1")
+    operand, t = _target(logits, target)
+    xp, x = logits.device.xp, logits.data
+    if eps:
+        t = logits.device.count(t * (1 - eps) + eps / x.shape[-1])
     logp = stable_log_softmax(xp, x, -1)
-    n = math.prod(logits.shape[:-1]) if reduction == "mean" else 1
-    return emit("cross_entropy", -xp.sum(logp * t) / n, (logits, probs), (_cross_entropy_grad, None),
-                (xp, logp, t, n), logits.device)
+    per_example = -xp.sum(logp * t, axis=-1)
+    n = math.prod(x.shape[:-1]) if reduction == "mean" else 1
+    out = per_example if reduction == "none" else xp.sum(per_example) / n
+    rules = (_logits_grad, _target_grad if operand is target else None)  # a target made here is a constant
+    return emit("cross_entropy", out, (logits, operand), rules, (xp, logp, t, n, 1 - eps), logits.device)
 
 
-def _cross_entropy_grad(g: Any, xp: Any, logp: Any, target: Any, n: int) -> Any:
-    """The gradient of the logits: ``(softmax * sum(target) - target) / n`` per unit of the loss's
-    gradient, which is ``softmax - target`` for probabilities."""
-    return (xp.exp(logp) * xp.sum(target, axis=-1, keepdims=True) - target) * (g / n)
+def _logits_grad(g: Any, xp: Any, logp: Any, t: Any, n: int, kept: float) -> Any:
+    return (xp.exp(logp) * xp.sum(t, axis=-1, keepdims=True) - t) * _per_class(g, xp, n)
+
+
+def _target_grad(g: Any, xp: Any, logp: Any, t: Any, n: int, kept: float) -> Any:
+    return -logp * (kept * _per_class(g, xp, n))
+
+
+def _per_class(g: Any, xp: Any, n: int) -> Any:
+    """The gradient of each example's loss, with an axis to broadcast along the classes."""
+    return xp.expand_dims(g, axis=-1) / n
+
+
+def nll_loss(log_probs: Tensor, target: Any, reduction: str = "mean") -> Tensor:
+    """PyTorch's ``nll_loss``: ``-log_probs[..., target]`` for each example (classes on the last
+    axis), averaged, summed, or one per example (``"none"``). ``target`` holds integer class indices
+    of the other axes' shape, and ``nll_loss(log_softmax(x), target)`` is ``cross_entropy(x, target)``.
+    Built from ops as ``-sum(log_probs * onehot(target))``, so the gradient is ``-onehot(target)``
+    per unit of an example's loss (divided by the number of examples for ``"mean"``)."""
+    _check_reduction(reduction, "nll_loss")
+    _check_first(log_probs, "nll_loss", "log-probabilities")
+    labels = device_array(target, log_probs.device, "nll_loss: the target")
+    if not is_integer(labels.dtype):
+        raise DTypeError(f"nll_loss: the target must be integer class indices, got dtype {dtype_name(labels.dtype)}. "
+                         f"Make labels integers, e.g. dev.tensor(np.array(labels), dtype='int64'); for class "
+                         f"probabilities use cross_entropy(logits, probs).")
+    picked = (log_probs * _onehot(log_probs, labels, "nll_loss", "log-probabilities")).sum(axis=-1)
+    return _reduce(-picked, reduction)
 
 
 def binary_cross_entropy_with_logits(logits: Tensor, targets: Any, reduction: str = "mean") -> Tensor:
     """``-(t log σ(x) + (1 - t) log(1 - σ(x)))`` from logits ``x``, computed as ``log(1 + eᵡ) - t x``
-    with ``log(1 + eᵡ) = logsumexp([x, 0])``: no overflow, and the gradient is ``σ(x) - t`` everywhere.
+    with ``log(1 + eᵡ) = logsumexp([x, 0])``: no overflow, and the gradient is ``σ(x) - t`` everywhere
+    (``-x`` for traced targets), per element; averaged, summed, or one per element (``"none"``).
     ``targets`` (probabilities in [0, 1]) have the logits' shape."""
     _check_reduction(reduction, "binary_cross_entropy_with_logits")
     targets = _like(targets, logits, "binary_cross_entropy_with_logits", "targets")
@@ -70,17 +108,25 @@ def binary_cross_entropy_with_logits(logits: Tensor, targets: Any, reduction: st
 
 def _check_reduction(reduction: str, loss: str) -> None:
     if reduction not in REDUCTIONS:
-        raise InvalidArgumentError(f"{loss}: reduction must be 'mean' or 'sum', got {reduction!r}")
+        raise InvalidArgumentError(f"{loss}: reduction must be 'mean', 'sum' or 'none' (one loss per example), "
+                                   f"got {reduction!r}")
 
 
 def _reduce(values: Tensor, reduction: str) -> Tensor:
+    """The losses averaged, summed, or as they are (``"none"``)."""
+    if reduction == "none":
+        return values
     return values.mean() if reduction == "mean" else values.sum()
+
+
+def _check_first(t: Any, loss: str, what: str) -> None:
+    if not isinstance(t, Tensor):
+        raise InvalidArgumentError(f"{loss} takes a tensor of {what} first, got a {type(t).__name__}")
 
 
 def _like(other: Any, t: Tensor, loss: str, what: str) -> Tensor:
     """``other`` as a tensor of ``t``'s shape on ``t``'s device (numbers and arrays are converted)."""
-    if not isinstance(t, Tensor):
-        raise InvalidArgumentError(f"{loss} takes a tensor first, got a {type(t).__name__}")
+    _check_first(t, loss, "predictions")
     if not isinstance(other, Tensor):
         other = t.device.tensor(np.asarray(other, dtype=np.float64), dtype=t.dtype)
     if other.shape != t.shape:
@@ -89,14 +135,15 @@ def _like(other: Any, t: Tensor, loss: str, what: str) -> Tensor:
     return other
 
 
-def _class_probabilities(logits: Tensor, target: Any) -> Tensor:
-    """The checked target of ``cross_entropy`` as probabilities of the logits' shape and dtype (no
-    tape): integer labels become a one-hot."""
-    if not isinstance(logits, Tensor):
-        raise InvalidArgumentError(f"cross_entropy takes a tensor of logits first, got a {type(logits).__name__}")
+def _target(logits: Tensor, target: Any) -> tuple[Tensor, Any]:
+    """``cross_entropy``'s checked target: the operand to record (the target itself when it is a
+    floating tensor, which may be traced; otherwise a constant made here) and its class
+    probabilities, an array of the logits' dtype (integer labels become a one-hot)."""
+    _check_first(logits, "cross_entropy", "logits")
     values = device_array(target, logits.device, "cross_entropy: the target")
     if is_integer(values.dtype):
-        return _onehot(logits, values)
+        onehot = _onehot(logits, values, "cross_entropy")
+        return onehot, onehot.data
     if not is_floating(values.dtype):
         raise DTypeError(f"cross_entropy: the target must be integer class indices or floating class probabilities, "
                          f"got dtype {dtype_name(values.dtype)}. Make labels integers, e.g. "
@@ -107,20 +154,21 @@ def _class_probabilities(logits: Tensor, target: Any) -> Tensor:
                          f"{logits.shape[:-1]}.")
     xp = logits.device.xp
     probs = values if values.dtype == logits.dtype else logits.device.count(xp.astype(values, logits.dtype))
-    return Tensor(probs, logits.device)
+    return (target if isinstance(target, Tensor) else Tensor(probs, logits.device)), probs
 
 
-def _onehot(logits: Tensor, index: Any) -> Tensor:
-    """Checked integer labels (a device array) as a one-hot tensor of the logits' shape and dtype."""
+def _onehot(logits: Tensor, index: Any, loss: str, what: str = "logits") -> Tensor:
+    """Checked integer labels (a device array) as a one-hot tensor of the logits' shape and dtype;
+    ``what`` names the logits in errors."""
     device = logits.device
     if logits.ndim == 0 or tuple(index.shape) != logits.shape[:-1]:
-        raise ShapeError(f"cross_entropy: labels of shape {tuple(index.shape)} do not fit logits of shape "
-                         f"{logits.shape}; the logits need a class axis last and the labels the shape of the other axes")
+        raise ShapeError(f"{loss}: labels of shape {tuple(index.shape)} do not fit {what} of shape {logits.shape}; "
+                         f"the {what} need a class axis last and the labels the shape of the other axes")
     classes = logits.shape[-1]
     low, high = value_range(index, device)
     if low < 0 or high >= classes:
-        raise IndexingError(f"cross_entropy: labels range from {low} to {high}, but the logits have {classes} "
+        raise IndexingError(f"{loss}: labels range from {low} to {high}, but the {what} have {classes} "
                             f"classes (valid labels: 0 to {classes - 1})")
     xp = device.xp
     onehot = xp.astype(index[..., None] == xp.arange(classes, **device._placement()), logits.dtype)
-    return Tensor(logits.device.count(onehot), logits.device)
+    return Tensor(device.count(onehot), device)

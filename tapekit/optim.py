@@ -4,6 +4,13 @@ gradient one step, replacing its storage (tensors stay immutable; ids stay the s
 
 A parameter missing from ``grads`` does not stop the others from updating; the call then raises
 ``UnusedParamsError`` naming it. Gradients of the wrong shape raise ``ShapeError`` before any change.
+
+An optimizer keeps each parameter's state (momentum, Adam's moments and step count) beside the
+parameter itself, so copies and pickles carry the parameters along: ``copy.deepcopy((model, opt))``
+or a pickle of ``(model, opt)`` gives an optimizer whose state belongs to the copied model's
+parameters (new ids), in whichever order the two appear. A deep copy or pickle of the optimizer
+alone carries copies of the parameters that no model holds, so copy it with its model. A shallow
+``copy.copy(opt)`` keeps the same parameters, with state of its own.
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ class Optimizer:
             raise InvalidArgumentError(f"an optimizer takes the model to train, got a {type(model).__name__}")
         self.lr = checked_number(lr, "lr", lambda v: v > 0, "a positive number")
         self.weight_decay = checked_number(weight_decay, "weight_decay", lambda v: v >= 0, "a number, 0 or more")
-        self._state: dict[int, dict[str, Any]] = {}  # per parameter id, made at its first update
+        self._state: dict[int, tuple[Tensor, dict[str, Any]]] = {}  # id: (parameter, state), made at its first update
 
     def update(self, model: Module, grads: Gradients) -> None:
         """One step for every parameter of ``model`` that has an entry in ``grads``."""
@@ -44,8 +51,8 @@ class Optimizer:
             if self.weight_decay:
                 g = g + self.weight_decay * p.data
             if p.id not in self._state:
-                self._state[p.id] = self._init_state(p)
-            new = self._step(p.device.xp, p.data, g, self._state[p.id])
+                self._state[p.id] = (p, self._init_state(p))
+            new = self._step(p.device.xp, p.data, g, self._state[p.id][1])
             p.data = new if new.dtype == p.dtype else p.device.xp.astype(new, p.dtype)
         if missing:
             raise UnusedParamsError(
@@ -57,8 +64,19 @@ class Optimizer:
         return {}
 
     def _step(self, xp: Any, w: Any, g: Any, state: dict[str, Any]) -> Any:
-        """The parameter's new values from its values ``w``, gradient ``g`` and its state."""
+        """The parameter's new values from its values ``w``, gradient ``g`` and its state, whose
+        arrays it replaces (never writes into), so a shallow copy's state stays its own."""
         raise NotImplementedError
+
+    # -- copies and pickles -----------------------------------------------------------------
+    def __getstate__(self) -> dict[str, Any]:
+        """The settings, and a list of (parameter, its state): the ids are made again from the
+        parameters on the way back, since copied and unpickled tensors have new ones."""
+        return {**vars(self), "_state": [(p, dict(state)) for p, state in self._state.values()]}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        vars(self).update(state)
+        self._state = {p.id: (p, s) for p, s in state["_state"]}
 
 
 class Sgd(Optimizer):

@@ -6,12 +6,13 @@ tensor (same id, same storage) that carries ``tape``; every operator is an op (`
 
 from __future__ import annotations
 
+import copy
 from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
 from .devices import dtype_name, is_floating
-from .errors import DTypeError, InvalidArgumentError, TapePolicyError
+from .errors import DTypeError, InvalidArgumentError, TapeError, TapePolicyError
 from .ids import label, name_of, next_id, set_name
 from .tapes import NoneTape, OwnedTape, Tape
 
@@ -136,6 +137,35 @@ class Tensor:
         stop-gradient: an op between it and a traced ``x`` still collects into ``x``'s entry
         (``(same * x).sum()`` gives ``2 x``). Use ``detach()`` to stop a gradient."""
         return self._handle(None), self._tape
+
+    # -- copies and pickles (of handles with no tape: a tape is not a value) -----------------
+    def __copy__(self) -> "Tensor":
+        """``copy.copy(x)``: another handle to this tensor (the same id and storage), as
+        ``x.split_tape()[0]``."""
+        self._refuse_tape("copy")
+        return self._handle(None)
+
+    def __deepcopy__(self, memo: dict) -> "Tensor":
+        """``copy.deepcopy(x)``: a tensor of its own (a new id, so it never shares a gradient entry
+        with ``x``) holding a copy of the storage, on the same device, with the same name. The
+        same tensor met twice in one deep copy gives one copy."""
+        self._refuse_tape("deepcopy")
+        shared = id(self.data) in memo  # storage already copied in this call (x and x.detach() share it)
+        data = copy.deepcopy(self.data, memo)
+        return Tensor(data if shared else self.device.count(data), self.device, name=self.name)
+
+    def __reduce__(self) -> tuple:
+        """A pickle holds the values (a numpy array), the dtype, the device and the name; it
+        unpickles to a new tensor with a new id. Ids number the events of one process, so an id
+        kept from another process (or from the original, in this one) would name another tensor."""
+        self._refuse_tape("pickle")
+        return self.device.tensor, (self.numpy(), dtype_name(self.dtype), self.name)
+
+    def _refuse_tape(self, action: str) -> None:
+        if self._tape is not None:
+            raise TapeError(f"cannot {action} {self.label}: it carries a tape, and a tape is not a value: detach() "
+                            f"first (or x.split_tape()[0] to keep the id). Copies and pickles hold values; the "
+                            f"tape stays with the computation that records on it.")
 
     def backward(self, seed: Any = None, retain: bool = False) -> "Gradients":
         """Gradients of this output with respect to everything its tape recorded.
@@ -446,6 +476,43 @@ class Tensor:
     # (end of reduction methods)
 
     # -- methods of the shape ops (tapekit.ops.shape) ----------------------------------------
+    def squeeze(self, axis: Any = None) -> "Tensor":
+        """Drop axes of size 1 (those in ``axis``, or all); see ``tk.squeeze``."""
+        return ops.squeeze(self, axis)
+
+    def flatten(self) -> "Tensor":
+        """The values along one axis; see ``tk.flatten``."""
+        return ops.flatten(self)
+
+    def moveaxis(self, source: Any, destination: Any) -> "Tensor":
+        """Move axes to new positions; see ``tk.moveaxis``."""
+        return ops.moveaxis(self, source, destination)
+
+    def flip(self, axis: Any = None) -> "Tensor":
+        """Reverse the values along ``axis`` (None: all axes); see ``tk.flip``."""
+        return ops.flip(self, axis)
+
+    def roll(self, shift: Any, axis: Any = None) -> "Tensor":
+        """Shift values along ``axis``, wrapping around; see ``tk.roll``."""
+        return ops.roll(self, shift, axis)
+
+    def tile(self, reps: Any) -> "Tensor":
+        """Repeat the whole tensor ``reps`` times along each axis; see ``tk.tile``."""
+        return ops.tile(self, reps)
+
+    def repeat(self, repeats: Any, axis: int | None = None) -> "Tensor":
+        """Repeat each value, as numpy's ``ndarray.repeat`` (PyTorch's ``Tensor.repeat`` is ``tile``);
+        see ``tk.repeat``."""
+        return ops.repeat(self, repeats, axis)
+
+    def tril(self, k: int = 0) -> "Tensor":
+        """The lower triangle of the last two axes; see ``tk.tril``."""
+        return ops.tril(self, k)
+
+    def triu(self, k: int = 0) -> "Tensor":
+        """The upper triangle of the last two axes; see ``tk.triu``."""
+        return ops.triu(self, k)
+
     # (end of shape methods)
 
     # -- methods of the linear algebra ops (tapekit.ops.linalg) ------------------------------

@@ -5,6 +5,7 @@ records, gradient entries, values, which tape each handle carries."""
 from __future__ import annotations
 
 import contextlib
+import copy
 import pickle
 from dataclasses import dataclass
 from pathlib import Path
@@ -209,13 +210,13 @@ def _index_case(name, key, problem, fix):
 
 
 _index_case("index_int", 5, ("t[5] is not a valid index for shape (2, 3)", "out of bounds"), "Use ints, slices")
-_index_case("index_array_range", [0, 7], "index array holds values from 0 to 7, outside axis 0 of size 2",
-            "valid: -2 to 1")
-_index_case("index_float_array", np.array([0.5]), "got dtype float64", "must be 1-D integers")
-_index_case("index_2d_array", np.array([[0, 1]]), "shape (1, 2)", "must be 1-D integers")
-_index_case("index_bool_mask", np.array([True, False]), "boolean mask indexing is not differentiable",
-            "use tk.where(mask, t, 0)")
-_index_case("index_string", "x", "t['x'] is not a valid index", "Use ints, slices, None and ...")
+_index_case("index_array_range", [0, 7], ("t[[0, 7]] is not a valid index", "index 7 is out of bounds for axis 0"),
+            "integer arrays (lists, arrays, integer tensors)")
+_index_case("index_float_array", np.array([0.5]), "arrays used as indices must be of integer (or boolean) type",
+            "Use ints, slices, None, ..., integer arrays")
+_index_case("index_arrays_mismatch", ([0, 1, 0], [0, 1]), "could not be broadcast together", "alone or in a tuple")
+_index_case("index_bool_mask", np.array([True]), "boolean index did not match", "or boolean masks")
+_index_case("index_string", "x", "t['x'] is not a valid index", "Use ints, slices, None, ...")
 
 
 @bad(tk.DTypeError, "where: the condition must be boolean, got float", "compare first", per_policy=True)
@@ -236,9 +237,9 @@ def operand_two_numbers(new_tape, tmp):
     return (lambda: tk.ops.mul(2.0, 3.0)), []
 
 
-@bad(tk.OperandError, "where needs at least one tensor", "make one a tensor with dev.tensor(value)")
+@bad(tk.OperandError, "where needs a tensor among the condition and the values", "make the condition a tensor")
 def operand_where_numbers(new_tape, tmp):
-    return (lambda: tk.where(DEV.tensor([True]), 1.0, 0.0)), []
+    return (lambda: tk.where(np.array([True]), 1.0, 0.0)), []
 
 
 @bad(tk.OperandError, "matmul takes two tensors, got Tensor @ ndarray", "make an array a tensor with dev.tensor",
@@ -602,7 +603,7 @@ def bce_shapes(new_tape, tmp):
     return (lambda: tk.binary_cross_entropy_with_logits(logits, np.ones(4))), [logits]
 
 
-@bad(tk.InvalidArgumentError, "reduction must be 'mean' or 'sum', got 'avg'", "'mean' or 'sum'")
+@bad(tk.InvalidArgumentError, "reduction must be 'mean', 'sum' or 'none'", "got 'avg'")
 def loss_reduction(new_tape, tmp):
     logits = _logits(new_tape)
     return (lambda: tk.cross_entropy(logits, np.array([0, 1, 2]), reduction="avg")), [logits]
@@ -725,6 +726,114 @@ def model_file_text(new_tape, tmp):
     path = tmp / "notes.txt"
     path.write_text("weights: 1, 2, 3\n")
     return (lambda: model.load(path)), [model]
+
+
+# copies and pickles: a tape is not a value
+NOT_A_VALUE = "a tape is not a value: detach() first (or x.split_tape()[0] to keep the id)"
+
+
+def _copying(action: str) -> Callable[[Any], Any]:
+    return {"pickle": pickle.dumps, "copy": copy.copy, "deepcopy": copy.deepcopy}[action]
+
+
+def _traced_copy_case(action: str) -> None:
+    def build(new_tape, tmp):
+        x = operand(new_tape, (3,))
+        return (lambda: _copying(action)(x)), [x]
+    build.__name__ = f"{action}_traced"
+    bad(tk.TapeError, (f"cannot {action} #", "it carries a tape"), NOT_A_VALUE, per_policy=True)(build)
+
+
+for _action in ("pickle", "copy", "deepcopy"):
+    _traced_copy_case(_action)
+
+
+@bad(tk.TapeError, ("cannot pickle", "it carries a tape"), NOT_A_VALUE)
+def pickle_moved_handle(new_tape, tmp):
+    x, y = DEV.randn((3,)).trace(), DEV.randn((3,)).trace()
+    z = x + y  # x's OwnedTape moved into z
+    return (lambda: pickle.dumps(x)), [x, y, z]
+
+
+@bad(tk.TapeError, ("cannot deepcopy", "it carries a tape"), NOT_A_VALUE)
+def deepcopy_consumed_output(new_tape, tmp):
+    out = (DEV.randn((3,)).trace() * 2).sum()
+    out.backward()
+    return (lambda: _copying("deepcopy")(out)), [out]
+
+
+@bad(tk.TapeError, ("cannot deepcopy", "it carries a tape"), NOT_A_VALUE)
+def deepcopy_list_with_a_traced_tensor(new_tape, tmp):
+    x = DEV.randn((3,))
+    xt = x.trace(tk.UnionTape())
+    return (lambda: _copying("deepcopy")([x, xt])), [x, xt]
+
+
+@bad(tk.TapeError, ("cannot pickle", "it carries a tape"), NOT_A_VALUE)
+def pickle_model_holding_a_traced_tensor(new_tape, tmp):
+    model = mlp()
+    model.layers[2].bias = model.layers[2].bias.trace(tk.UnionTape())
+    return (lambda: pickle.dumps(model)), [model]
+
+
+def _view_copy_case(action: str) -> None:
+    def build(new_tape, tmp):
+        model = mlp()
+        view = model.trace(tk.UnionTape(model.alloc_grads()))
+        return (lambda: _copying(action)(view)), [model, view]
+    build.__name__ = f"{action}_model_view"
+    bad(tk.TapeError, ("cannot copy or pickle this Sequential", "a view made by model.trace(tape)",
+                       "a tape is not a value"), "Copy or pickle the model itself")(build)
+
+
+for _action in ("pickle", "copy", "deepcopy"):
+    _view_copy_case(_action)
+
+
+@bad(tk.TapeError, "cannot pickle this UnionTape: a tape is not a value", "Copy or pickle values instead")
+def pickle_a_tape(new_tape, tmp):
+    tape = tk.UnionTape()
+    return (lambda: pickle.dumps(tape)), [tape]
+
+
+@bad(tk.TapeError, "cannot deepcopy this OwnedTape: a tape is not a value", "tensors without tapes (x.detach())")
+def deepcopy_a_tape(new_tape, tmp):
+    tape = tk.OwnedTape()
+    return (lambda: copy.deepcopy(tape)), [tape]
+
+
+def _failing_rule(g, x):
+    raise RuntimeError("a bug in my rule")
+
+
+@bad(tk.BackwardError, ("the backward rule of", "for its operand", "raised RuntimeError: a bug in my rule"),
+     "fix the cause and call backward again", per_policy=True)
+def backward_rule_raises(new_tape, tmp):
+    x = operand(new_tape, (3,))
+    y = tk.ops.core.emit("mine", x.data * 2, (x,), (_failing_rule,), (x.data,), x.device)
+    loss = (y * 3.0).sum()
+    return (lambda: tk.backward([loss])), [x, y, loss]
+
+
+@bad(tk.NonFiniteError, ("log made nan", "(x.log() * 2).sum()", "from -1 to 4"), "in its domain", per_policy=True)
+def anomaly_in_the_forward(new_tape, tmp):
+    x = DEV.tensor([-1.0, 4.0], name="x").trace(new_tape()) * 1.0
+
+    def call():
+        with tk.detect_anomaly():
+            (x.log() * 2).sum()
+    return call, [x]
+
+
+@bad(tk.NonFiniteError, ("the backward rule of", "sqrt", "made inf"), "Nothing changed", per_policy=True)
+def anomaly_in_the_backward(new_tape, tmp):
+    x = DEV.tensor([0.0, 4.0], name="x").trace(new_tape()) * 1.0
+    loss = x.sqrt().sum()
+
+    def call():
+        with tk.detect_anomaly():
+            tk.backward([loss])
+    return call, [x, loss]
 
 
 # -- the test --------------------------------------------------------------------------------------

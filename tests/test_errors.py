@@ -29,7 +29,7 @@ def calls():
     return {
         tk.ShapeError: (lambda: x + dev.ones(3), "do not broadcast"),
         tk.AxisError: (lambda: x.sum(axis=2), "out of range"),
-        tk.IndexingError: (lambda: x[[0, 5]], "outside axis 0"),
+        tk.IndexingError: (lambda: x[[0, 5]], "out of bounds for axis 0"),
         tk.DeviceMismatchError: (lambda: tk.Cpu(backend="strict", where="device1").tensor([1.0])
                                  + tk.Cpu(backend="strict", where="device2").tensor([1.0]), "Move one"),
         tk.DeviceUnavailableError: (lambda: tk.Cuda(device_id=99), "GPU|CuPy"),
@@ -40,6 +40,7 @@ def calls():
         tk.TapeConsumedError: (consumed, "consumed"),
         tk.TapePolicyError: (lambda: x.trace(tk.ArcTape()) + x.trace(tk.UnionTape()), "mix tape policies"),
         tk.BackwardError: (lambda: (x.trace() * 2.0).backward(), "needs a seed"),
+        tk.NonFiniteError: (lambda: _with_anomaly_detection(lambda: (x.trace() - 5.0).log()), "log made nan"),
         tk.MissingGradientError: (missing, "w has no gradient"),
     }
 
@@ -58,3 +59,8 @@ def test_errors_are_also_the_builtin_kinds_users_catch():
     assert issubclass(tk.MissingGradientError, KeyError) and issubclass(tk.DTypeError, TypeError)
     assert issubclass(tk.OperandError, TypeError)
     assert issubclass(tk.IncompleteTapeWarning, UserWarning)
+
+
+def _with_anomaly_detection(call):
+    with tk.detect_anomaly():
+        return call()

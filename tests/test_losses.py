@@ -62,6 +62,21 @@ def test_cross_entropy_takes_class_probabilities_of_the_logits_shape(dev):
     tk.check_grads(lambda t: tk.cross_entropy(t, soft, reduction="sum"), z)
 
 
+def test_cross_entropy_gives_a_traced_probability_target_its_gradient(dev):
+    logits = np.random.default_rng(4).standard_normal((4, 3))
+    soft = np.random.default_rng(5).uniform(0.1, 1.0, (4, 3))  # rows that do not sum to 1, as PyTorch allows
+    z, t = dev.tensor(logits, dtype="float64"), dev.tensor(soft, dtype="float64")
+    for reduction, scale in (("mean", 1 / 4), ("sum", 1.0)):
+        tape = tk.UnionTape()
+        g = tk.cross_entropy(z.trace(tape), t.trace(tape), reduction=reduction).backward()
+        np.testing.assert_allclose(host(g[t]), -np_log_softmax(logits) * scale, atol=1e-12)
+        softmax = np.exp(np_log_softmax(logits))  # PyTorch's rule for -sum(t * log_softmax(x)): softmax * sum(t) - t
+        np.testing.assert_allclose(host(g[z]), (softmax * soft.sum(-1, keepdims=True) - soft) * scale, atol=1e-12)
+        tk.check_grads(lambda a, b: tk.cross_entropy(a, b, reduction=reduction), z, t)
+    only_target = tk.cross_entropy(z, t.trace(), reduction="sum").backward()  # untraced logits: the target still learns
+    np.testing.assert_allclose(host(only_target[t]), -np_log_softmax(logits), atol=1e-12)
+
+
 def test_cross_entropy_takes_any_leading_shape_and_one_example(dev):
     logits = np.random.default_rng(1).standard_normal((2, 3, 4))
     labels = np.array([[0, 1, 2], [3, 3, 0]])
@@ -101,11 +116,81 @@ def test_cross_entropy_refuses_bad_labels_before_recording(dev, labels, error, m
 
 def test_losses_refuse_an_unknown_reduction(dev):
     z = dev.randn((2, 3))
-    for call in (lambda: tk.cross_entropy(z, np.array([0, 1]), reduction="none"),
-                 lambda: tk.mse_loss(z, z, reduction="avg"),
+    for call in (lambda: tk.cross_entropy(z, np.array([0, 1]), reduction="avg"),
+                 lambda: tk.nll_loss(z, np.array([0, 1]), reduction=None),
+                 lambda: tk.mse_loss(z, z, reduction="elementwise"),
                  lambda: tk.binary_cross_entropy_with_logits(z, z, reduction="")):
-        with pytest.raises(tk.InvalidArgumentError, match="reduction must be 'mean' or 'sum'"):
+        with pytest.raises(tk.InvalidArgumentError, match="reduction must be 'mean', 'sum' or 'none'"):
             call()
+
+
+def test_every_loss_gives_one_loss_per_example_with_reduction_none(dev):
+    rng = np.random.default_rng(6)
+    x, soft, labels = rng.standard_normal((4, 3)), rng.uniform(0, 1, (4, 3)), np.array([2, 0, 1, 1])
+    logp = np_log_softmax(x)
+    per_example = {
+        "mse_loss": (lambda a: tk.mse_loss(a, soft, reduction="none"), (x - soft) ** 2),
+        "cross_entropy": (lambda a: tk.cross_entropy(a, labels, reduction="none"), -logp[np.arange(4), labels]),
+        "cross_entropy (probabilities)": (lambda a: tk.cross_entropy(a, soft, reduction="none"),
+                                          -(soft * logp).sum(-1)),
+        "nll_loss": (lambda a: tk.nll_loss(a, labels, reduction="none"), -x[np.arange(4), labels]),
+        "binary_cross_entropy_with_logits": (lambda a: tk.binary_cross_entropy_with_logits(a, soft, reduction="none"),
+                                             np.logaddexp(0, x) - soft * x),
+    }
+    z = dev.tensor(x, dtype="float64")
+    for name, (loss, want) in per_example.items():
+        np.testing.assert_allclose(host(loss(z)), want, atol=1e-12, err_msg=name)
+        tk.check_grads(loss, z)
+
+
+# -- cross entropy: label smoothing ------------------------------------------------------------------
+def test_cross_entropy_smooths_labels_as_pytorch_does(dev):
+    x = np.random.default_rng(7).standard_normal((5, 4))
+    labels, soft = np.array([0, 3, 1, 1, 2]), np.random.default_rng(8).uniform(0, 1, (5, 4))
+    z = dev.tensor(x, dtype="float64")
+    for eps in (0.1, 1.0):
+        for target, t in ((labels, np.eye(4)[labels]), (soft, soft)):
+            smoothed = (1 - eps) * t + eps / 4  # PyTorch: the same for class indices and probabilities
+            want = -(smoothed * np_log_softmax(x)).sum(-1)
+            loss = tk.cross_entropy(z, target, reduction="none", label_smoothing=eps)
+            np.testing.assert_allclose(host(loss), want, atol=1e-12)
+            assert np.isclose(tk.cross_entropy(z, target, label_smoothing=eps).item(), want.mean())
+    t = dev.tensor(soft, dtype="float64")
+    tk.check_grads(lambda a, b: tk.cross_entropy(a, b, label_smoothing=0.2), z, t)  # the target's: -(1 - ε) log p / N
+    tk.check_grads(lambda a: tk.cross_entropy(a, labels, reduction="sum", label_smoothing=0.2), z)
+
+
+@pytest.mark.parametrize("eps", [-0.1, 1.5, float("nan"), "0.1", True])
+def test_cross_entropy_refuses_a_smoothing_outside_0_to_1(dev, eps):
+    with pytest.raises(tk.InvalidArgumentError, match="label_smoothing must be from 0 to 1"):
+        tk.cross_entropy(dev.randn((2, 3)), np.array([0, 1]), label_smoothing=eps)
+
+
+# -- negative log likelihood -------------------------------------------------------------------------
+def test_nll_loss_picks_the_labelled_log_probabilities(dev):
+    x = np.random.default_rng(9).standard_normal((2, 3, 4))
+    labels = np.array([[0, 1, 2], [3, 3, 0]])
+    z = dev.tensor(x, dtype="float64")
+    picked = np.take_along_axis(x, labels[..., None], -1)[..., 0]
+    assert np.isclose(tk.nll_loss(z, labels).item(), -picked.mean())
+    assert np.isclose(tk.nll_loss(z, dev.tensor(labels), reduction="sum").item(), -picked.sum())
+    g = tk.nll_loss(z.trace(), labels).backward()
+    np.testing.assert_allclose(host(g[z]), -np.eye(4)[labels] / 6)
+    by_ops = tk.nll_loss(tk.log_softmax(z), labels)  # nll of the log-softmax is the cross entropy
+    assert np.isclose(by_ops.item(), tk.cross_entropy(z, labels).item())
+    tk.check_grads(lambda t: tk.nll_loss(tk.log_softmax(t), labels), z)
+
+
+@pytest.mark.parametrize("labels, error, match", [
+    (np.array([0.0, 1.0]), tk.DTypeError, "nll_loss: the target must be integer class indices, got dtype float64"),
+    (np.array([0, 3]), tk.IndexingError, "but the log-probabilities have 3 classes"),
+    (np.array([[0, 1]]), tk.ShapeError, r"labels of shape \(1, 2\) do not fit log-probabilities of shape \(2, 3\)"),
+])
+def test_nll_loss_refuses_bad_labels_before_recording(dev, labels, error, match):
+    z = dev.randn((2, 3)).trace(tk.OwnedTape())
+    with pytest.raises(error, match=match):
+        tk.nll_loss(z, labels)
+    assert len(z.tape) == 0
 
 
 # -- binary cross entropy ----------------------------------------------------------------------------
@@ -136,3 +221,4 @@ def test_binary_cross_entropy_with_logits_trains_under_an_owned_tape(dev):
     np.testing.assert_allclose(host(g[z]), (1 / (1 + np.exp(-np.array([0.0, 2.0]))) - [1.0, 0.0]) / 2, rtol=1e-6)
     with pytest.raises(tk.ShapeError, match="targets"):
         tk.binary_cross_entropy_with_logits(dev.zeros((2,)), [1.0, 0.0, 1.0])
+

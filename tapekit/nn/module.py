@@ -8,16 +8,21 @@ searched. Two ways to tag a training step:
   travels through the model and picks up every op;
 - parameter tagging: ``model.trace(tape)(x)``: a view of the model whose parameters carry ``tape``
   (a ``UnionTape``, ``ArcTape`` or ``GlobalTape``), so only ops that touch a parameter record.
+
+Copies and pickles: ``copy.deepcopy(model)`` is a model of its own: new parameter tensors (new
+ids, copied values) on the same devices, so a copy and its original used in one program never share
+a gradient entry. A pickle round trip keeps the structure, values and names (new ids too).
+``copy.copy(model)`` is a new module object holding the same parameters: training one trains both.
+A traced view refuses all three: a tape is not a value.
 """
 
 from __future__ import annotations
 
-import copy
 import os
 from typing import Any, Callable, Iterator
 
 from ..devices import Cpu, Device
-from ..errors import TapePolicyError
+from ..errors import TapeError, TapePolicyError
 from ..gradients import Gradients
 from ..tensor import Tensor
 from . import files
@@ -103,8 +108,8 @@ class Module:
 
     def _view(self, swap: Callable[[Tensor], Tensor]) -> "Module":
         """A shallow copy of this model with every parameter replaced by ``swap(parameter)``."""
-        view = copy.copy(self)
-        view._traced_from = self._origin()
+        view = object.__new__(type(self))
+        vars(view).update(vars(self), _traced_from=self._origin())
         for name, value in _public(self):
             setattr(view, name, _swapped(value, swap))
         return view
@@ -112,6 +117,15 @@ class Module:
     def _origin(self) -> "Module":
         """The model a traced view was made from (the model itself when it is not a view)."""
         return self._traced_from or self
+
+    # -- copies and pickles -----------------------------------------------------------------
+    def __getstate__(self) -> dict[str, Any]:
+        """The attributes, for ``copy`` and ``pickle``; a traced view refuses."""
+        if self._traced_from is not None:
+            raise TapeError(f"cannot copy or pickle this {type(self).__name__}: it is a view made by "
+                            f"model.trace(tape), whose parameters carry the tape, and a tape is not a value. "
+                            f"Copy or pickle the model itself.")
+        return vars(self)
 
     # -- modes ------------------------------------------------------------------------------
     def train(self, mode: bool = True) -> "Module":

@@ -17,6 +17,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from .. import anomaly
 from ..devices import dtype_name, is_floating
 from ..errors import AxisError, DeviceMismatchError, OperandError, ShapeError, TapekitError
 from ..ids import label, next_id
@@ -29,11 +30,13 @@ from ..tensor import Tensor
 def emit(name: str, out: Any, inputs: Sequence[Any], rules: Sequence[Callable], saved: tuple, device: Any) -> Tensor:
     """Wrap ``out`` in a tensor and, when an operand carries a tape (or a GlobalTape block is
     active), record the op on the operands' merged tape: ``rules[i](g, *saved)`` is operand ``i``'s
-    gradient."""
+    gradient. Tapes change only once the record is made: an op that fails leaves none merged or moved."""
     if type(out) is not np.ndarray and isinstance(out, np.generic):
         out = np.asarray(out)
+    if anomaly.on:
+        anomaly.check_output(name, out, inputs, device)
     device.count(out)
-    tape = None
+    tape = merging = None
     for t in inputs:  # the common cases: one tape among the operands, or a GlobalTape block's own
         held = getattr(t, "_tape", None)
         if held is not None and held is not tape:
@@ -47,14 +50,15 @@ def emit(name: str, out: Any, inputs: Sequence[Any], rules: Sequence[Callable], 
         if not tapes:
             return Tensor(out, device)
         rid = next_id()
-        tape = tapes[0] if len(tapes) == 1 else merge_tapes(tapes, f"#{rid} {name}")
+        tape = tapes[0]
+        merging = tapes if len(tapes) > 1 else None
     elif tape is None:
         return Tensor(out, device)
     else:
         if tape._spent is not None:
             raise_spent(tape)
         rid = next_id()
-    result = Tensor(out, device, tape)
+    result = Tensor(out, device)
     if len(inputs) == 1:  # one tensor or two, the common cases, inline
         (a,) = inputs
         ids, shapes, first, others = (a.id,), (a.data.shape,), a._record, None
@@ -67,6 +71,11 @@ def emit(name: str, out: Any, inputs: Sequence[Any], rules: Sequence[Callable], 
     key = shapes, out.shape
     rec = Record(rid, name, ids, _shapes.get(key) or shared_shapes(key), result.id, out.dtype, rules, saved, first,
                  others)
+    if anomaly.on:
+        anomaly.remember(rec)
+    if merging is not None:
+        tape = merge_tapes(merging, f"#{rid} {name}")
+    result._tape = tape
     tape._record(rec)
     result._record = rec
     if tape.moves:

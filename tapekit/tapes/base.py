@@ -15,7 +15,7 @@ import weakref
 from typing import Any, Callable, Iterable, Sequence
 
 from ..devices import array_nbytes
-from ..errors import TapeConsumedError, TapeMovedError
+from ..errors import TapeConsumedError, TapeError, TapeMovedError
 from ..gradients import Gradients, leaf_ids
 from ..ids import label
 
@@ -138,25 +138,26 @@ class Tape:
         """What ``retaped()`` carries: a new empty tape of the same policy and leaf set."""
         return type(self)(leaves=self._store()._grads.leaves)
 
-    def _take(self, retain: bool) -> tuple[list[Record], Gradients]:
-        """The records, oldest first, and the gradients for a backward; drained unless ``retain``."""
+    def _take(self, retain: bool, ran: list[Record]) -> Gradients:
+        """The gradients for a backward that ran the records ``ran``, which are let go unless
+        ``retain``; records made since (by another thread) stay for a later backward."""
         with LOCK:
             store = self._store()
-            records = self._all_records()
             grads = store._grads
             store._grads = Gradients(leaves=grads.leaves if retain else None)
             if not retain:
-                store._drain()
-        records.sort(key=_by_id)  # timsort: linear in the sorted runs that merges put side by side
-        return records, grads
+                store._drain(ran)
+        return grads
 
     def _all_records(self) -> list[Record]:
         """A new list of the records this tape holds, in no particular order."""
         return list(self._store()._records)
 
-    def _drain(self) -> None:
-        """Let go of every record (called on the store)."""
-        self._records, self._foreign = [], []
+    def _drain(self, ran: list[Record]) -> None:
+        """Let go of the records in ``ran`` (called on the store)."""
+        left = _left_after(self._all_records(), ran)
+        self._records = left
+        self._foreign = self._foreign if left else []
 
     def _after_backward(self, outputs: Sequence[Any], by: str) -> None:
         """Leave the tape as the policy says after a backward without ``retain``."""
@@ -171,6 +172,21 @@ class Tape:
             self._foreign.extend(other._foreign)
             other._records, other._foreign = [], []
         self._grads._absorb(other._grads)
+
+    # -- copies and pickles ------------------------------------------------------------------
+    def _refuse(self, action: str) -> None:
+        raise TapeError(f"cannot {action} this {type(self).__name__}: a tape is not a value, it records "
+                        f"what this process computes. Copy or pickle values instead: tensors without tapes "
+                        f"(x.detach()), Gradients, modules and optimizers.")
+
+    def __copy__(self) -> "Tape":
+        self._refuse("copy")
+
+    def __deepcopy__(self, memo: dict) -> "Tape":
+        self._refuse("deepcopy")
+
+    def __reduce__(self) -> tuple:
+        self._refuse("pickle")
 
     # -- inspection ---------------------------------------------------------------------------
     @property
@@ -223,6 +239,15 @@ class Tape:
 
 
 _by_id = operator.attrgetter("id")  # the sort key of records: creation order
+
+
+def _left_after(records: list[Record], ran: list[Record]) -> list[Record]:
+    """The records of ``records`` that are not in ``ran`` (none, unless another thread recorded
+    while a backward ran)."""
+    if len(records) == len(ran):
+        return []
+    gone = {id(rec) for rec in ran}
+    return [rec for rec in records if id(rec) not in gone]
 
 
 class SpentTape(Tape):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import weakref
 
 from .arc import SharedTape
-from .base import LOCK, Record, Tape
+from .base import LOCK, Record, Tape, _left_after
 from ..gradients import Gradients
 
 
@@ -77,5 +77,6 @@ class UnionTape(SharedTape):
             records.extend(chunk)
         return records
 
-    def _drain(self) -> None:
-        self._records, self._others, self._foreign = [], [], []
+    def _drain(self, ran: list[Record]) -> None:
+        left = _left_after(self._all_records(), ran)
+        self._records, self._others, self._foreign = left, [], self._foreign if left else []

@@ -1,0 +1,211 @@
+"""A backward or an op that fails changes nothing. Faults are injected into the k-th backward rule
+(first, middle, last) of random programs under every policy, and into the forward between compute
+and record; the full state of every tape, record, gradient entry and handle must equal a snapshot
+taken before, and a second backward, once the fault is gone, must give the right gradients."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+import tapekit as tk
+from tapekit.ops.core import unary
+
+from .conftest import POLICIES
+from .test_bad_input import snapshot
+from .test_fuzz_programs import DEV, owned, programs, run, shared
+
+
+class Injected(Exception):
+    """The fault the tests inject."""
+
+
+class Faults:
+    """Wraps every rule of the given records so that the ``k``-th call (0-based, newest record
+    first, as backward runs them) raises ``fault``; ``remove()`` puts the rules back."""
+
+    def __init__(self, records, k: int, fault: BaseException) -> None:
+        self.calls, self.k, self.fault = 0, k, fault
+        self.originals = [(rec, rec.rules) for rec in records]
+        for rec in records:
+            rec.rules = tuple(None if r is None else self.wrap(r) for r in rec.rules)
+
+    def wrap(self, rule):
+        def faulty(g, *saved, **into):
+            self.calls += 1
+            if self.calls - 1 == self.k:
+                raise self.fault
+            return rule(g, *saved, **into)
+        faulty.fills = getattr(rule, "fills", False)
+        return faulty
+
+    def remove(self) -> None:
+        for rec, rules in self.originals:
+            rec.rules = rules
+
+
+def rule_calls(records) -> int:
+    return sum(r is not None for rec in records for r in rec.rules)
+
+
+def state(policy_tapes, leaves, outs):
+    return [snapshot(t) for t in [*policy_tapes, *leaves, *outs]]
+
+
+def records_of(outs):
+    return sorted({id(r): r for o in outs for r in o.tape.records}.values(), key=lambda r: r.id)
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("where", ["first", "middle", "last"])
+@pytest.mark.parametrize("fault", [Injected("boom"), KeyboardInterrupt()], ids=["error", "interrupt"])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(program=programs(), preallocated=st.booleans(), retain=st.booleans())
+def test_a_failing_rule_changes_nothing(policy, where, fault, program, preallocated, retain):
+    leaves = [DEV.tensor(v, dtype="float64") for v in program.values]
+    grads = tk.Gradients() if preallocated else None
+    if preallocated:
+        for x in leaves:
+            grads.alloc(x)
+    block = tk.GlobalTape(grads=grads) if policy == "global" else contextlib.nullcontext()
+    with block as active:
+        tapes = [active if policy == "global" else POLICIES[policy](grads=grads if i == 0 else None)
+                 for i, _ in enumerate(leaves)]
+        traced = [x.trace(tape) for x, tape in zip(leaves, tapes)]
+        outs = run(program, traced, owned if policy == "owned" else shared)
+    outs = [o for o in outs if o.tape is not None]
+    records = records_of(outs)
+    n = rule_calls(records)
+    if not outs or n == 0:
+        return
+    k = {"first": 0, "middle": n // 2, "last": n - 1}[where]
+    seeds = [DEV.tensor(np.ones(o.shape), dtype="float64") for o in outs]
+    faults = Faults(records, k, fault)
+    before = state(tapes, traced, outs)
+    error = type(fault) if isinstance(fault, KeyboardInterrupt) else tk.BackwardError
+    with pytest.raises(error) as info:
+        tk.backward(outs, seeds, retain=retain)
+    assert state(tapes, traced, outs) == before
+    if error is tk.BackwardError:
+        assert isinstance(info.value.__cause__, Injected)
+        assert "Nothing changed" in str(info.value)
+    faults.remove()
+    got = tk.backward(outs, seeds, retain=retain)
+    reference = reference_grads(program, policy, seeds, leaves)
+    for x, want in zip(leaves, reference):
+        if want is not None:
+            np.testing.assert_allclose(got[x], want, rtol=1e-9, atol=1e-12)
+
+
+def reference_grads(program, policy, seeds, leaves):
+    """The gradients of a fresh run of ``program`` on one UnionTape (every record seen)."""
+    tape = tk.UnionTape()
+    fresh = [x.trace(tape) for x in leaves]
+    outs = [o for o in run(program, fresh, shared) if o.tape is not None]
+    g = tk.backward(outs, seeds[:len(outs)])
+    return [g.get(x) for x in leaves]
+
+
+# -- the error names the record and the operand --------------------------------------------------
+def test_the_error_names_the_record_and_operand_and_a_second_try_works(cpu):
+    broken = {"yes": True}
+
+    def rule(g, x):
+        if broken["yes"]:
+            raise RuntimeError("a bug in my rule")
+        return g * 2 * x
+
+    @unary(rule)
+    def square(xp, x):
+        return x * x, (x,)
+
+    x = cpu.tensor([1.0, 2.0, 3.0], name="x").trace()
+    loss = (square(x) * 3.0).sum()
+    before = snapshot(loss)
+    with pytest.raises(tk.BackwardError, match=r"the backward rule of #\d+ square\(x \(3,\)\) -> #\d+ \(3,\) for its "
+                                               r"operand x raised RuntimeError: a bug in my rule") as info:
+        loss.backward()
+    assert isinstance(info.value.__cause__, RuntimeError)
+    assert snapshot(loss) == before and len(loss.tape) == 3
+    broken["yes"] = False
+    np.testing.assert_allclose(loss.backward()[x], [6.0, 12.0, 18.0])
+
+
+def test_preallocated_buffers_are_zero_again_after_a_failure(cpu):
+    w = cpu.tensor(np.ones((2, 2)), name="w")
+    grads = tk.Gradients()
+    buf = grads.alloc(w)
+    x = cpu.tensor(np.ones((3, 2)))
+    loss = (x @ w.trace(tk.OwnedTape(grads=grads))).tanh().sum()
+    faults = Faults(loss.tape.records, 2, Injected())  # sum, tanh, then matmul's rule for w
+    with pytest.raises(tk.BackwardError):
+        loss.backward()
+    assert not buf.any() and w.id in grads._clean
+    faults.remove()
+    assert loss.backward()[w] is buf and buf.any()
+
+
+# -- the forward ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("policy", ["owned", "arc", "union"])
+@pytest.mark.parametrize("fault", [Injected("boom"), KeyboardInterrupt()], ids=["error", "interrupt"])
+def test_an_interrupt_between_compute_and_record_changes_nothing(policy, fault, monkeypatch):
+    a = DEV.tensor([1.0, 2.0]).trace(POLICIES[policy]()) * 2.0
+    b = DEV.tensor([3.0, 4.0]).trace(POLICIES[policy]()) * 3.0
+    before = [snapshot(a), snapshot(b)]
+
+    def interrupted(*args, **kw):
+        raise fault
+
+    monkeypatch.setattr("tapekit.ops.core.Record", interrupted)
+    with pytest.raises(type(fault)):
+        a * b
+    assert [snapshot(a), snapshot(b)] == before
+    monkeypatch.undo()
+    c = a * b  # the operands can still record
+    assert len(c.tape) == 3
+
+
+@pytest.mark.parametrize("policy", ["owned", "arc", "union"])
+def test_a_shape_error_in_the_forward_changes_nothing(policy):
+    a = DEV.tensor([1.0, 2.0]).trace(POLICIES[policy]()) * 2.0
+    b = DEV.tensor([3.0, 4.0, 5.0]).trace(POLICIES[policy]()) * 3.0
+    before = [snapshot(a), snapshot(b)]
+    with pytest.raises(tk.ShapeError):
+        a * b
+    assert [snapshot(a), snapshot(b)] == before
+    assert len((a * 1.0).tape) == 2
+
+
+# -- threads ------------------------------------------------------------------------------------
+def test_eight_threads_on_one_tape_while_one_backward_fails():
+    """Threads record onto one shared UnionTape while a backward on part of it fails; nothing
+    recorded is lost, and a later backward over everything gives every gradient."""
+    tape = tk.UnionTape()
+    x = DEV.tensor(np.arange(1.0, 9.0), dtype="float64").trace(tape)
+    first = (x * 2.0).sum()
+    faults = Faults(first.tape.records, 0, Injected())
+    outs: list = [None] * 8
+    start = threading.Barrier(9)
+
+    def work(i):
+        start.wait()
+        h = x[i:i + 1]
+        for _ in range(50):
+            h = h * 1.0 + 0.0
+        outs[i] = h.sum()
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    start.wait()
+    with pytest.raises(tk.BackwardError):
+        first.backward()
+    for t in threads:
+        t.join()
+    faults.remove()
+    g = tk.backward([first, *outs])
+    np.testing.assert_allclose(g[x], np.full(8, 3.0))
