@@ -8,6 +8,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import tapekit as tk
+
 from .conftest import DEVICE_KINDS, make_device
 from .op_specs import SPECS
 from .opfactory import check_edge, check_spec
@@ -38,3 +40,15 @@ EDGES = [(kind, name, i) for name, spec in sorted(SPECS.items()) for i in range(
 def test_documented_edge(kind, name, i):
     spec = SPECS[name]
     check_edge(spec, make_device(kind), spec.edges[i])
+
+
+ALIASES = {"arcsin": "asin", "arccos": "acos", "arctan": "atan"}
+
+
+@pytest.mark.parametrize("name", sorted(set(tk.ops.__all__) | set(tk.losses.__all__)))
+def test_every_public_op_is_in_the_factory_and_says_what_its_gradient_is(name):
+    if name in ALIASES:
+        assert getattr(tk, name) is getattr(tk, ALIASES[name])
+        return
+    assert name in SPECS or any(spec.startswith(name + "_") for spec in SPECS), f"tk.{name} has no OpSpec"
+    assert "gradient" in (getattr(tk, name).__doc__ or "").lower(), f"help(tk.{name}) does not give its gradient"

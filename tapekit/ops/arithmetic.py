@@ -16,21 +16,25 @@ def _neg(g: Any) -> Any:
 
 @binary(same, same)
 def add(xp, x, y):
+    """``x + y``, broadcasting as numpy; gradient 1 for both (summed over broadcast axes)."""
     return x + y, ()
 
 
 @binary(same, _neg)
 def sub(xp, x, y):
+    """``x - y``, broadcasting as numpy; gradient 1 for ``x`` and -1 for ``y``."""
     return x - y, ()
 
 
 @binary(lambda g, x, y: g * y, lambda g, x, y: g * x)
 def mul(xp, x, y):
+    """``x * y``, broadcasting as numpy; gradient ``y`` for ``x`` and ``x`` for ``y``."""
     return x * y, (x, y)
 
 
 @binary(lambda g, x, y: g / y, lambda g, x, y: -g * x / (y * y))
 def div(xp, x, y):
+    """``x / y``, broadcasting as numpy; gradient ``1 / y`` for ``x`` and ``-x / y²`` for ``y``."""
     return x / y, (x, y)
 
 

@@ -19,7 +19,8 @@ __all__ = ["matmul", "einsum", "outer", "tensordot"]
 
 
 def matmul(a: Tensor, b: Tensor) -> Tensor:
-    """``a @ b``. A 1-D operand is a row (left) or a column (right); leading axes broadcast."""
+    """``a @ b``. A 1-D operand is a row (left) or a column (right); leading axes broadcast.
+    Gradients: ``g @ bᵀ`` for ``a`` and ``aᵀ @ g`` for ``b``, summed over broadcast batch axes."""
     if not isinstance(a, Tensor) or not isinstance(b, Tensor):
         raise OperandError(f"matmul takes two tensors, got {type(a).__name__} @ {type(b).__name__}; make an array a "
                         f"tensor with dev.tensor(array), and multiply by a number with *")

@@ -90,7 +90,7 @@ def permute(xp, x, *axes):
 
 
 def transpose(t: Tensor, axis1: int = -2, axis2: int = -1) -> Tensor:
-    """Swap two axes (the last two by default)."""
+    """Swap two axes (the last two by default); the gradient is swapped back."""
     axes = list(range(t.ndim))
     a, b = normalize_axes(axis1, t.ndim, "transpose")[0], normalize_axes(axis2, t.ndim, "transpose")[0]
     axes[a], axes[b] = axes[b], axes[a]
