@@ -184,8 +184,8 @@ class Device:
         """A tensor holding ``data`` (numbers, nested lists, a numpy array, a tensor).
 
         Without ``dtype``, numbers and float arrays get the device's ``default_dtype`` (float32
-        unless the device was made with another); integer and bool arrays keep their dtype (so
-        labels stay integers).
+        unless the device was made with another); integer arrays keep their dtype (so labels stay
+        integers), and booleans, from a list or an array, stay boolean (masks).
         """
         if isinstance(data, _tensor_type()):
             data = data.numpy()
@@ -195,7 +195,7 @@ class Device:
             raise ShapeError(f"cannot make a tensor from ragged data {_short(data)}: every row must have the same "
                              f"length. Pad the short rows, or make one tensor per row.") from None
         if dtype is None:
-            keep = host.dtype.kind in "iub" and not isinstance(data, (list, tuple, int, float))
+            keep = host.dtype.kind == "b" or (host.dtype.kind in "iu" and not isinstance(data, (list, tuple, int)))
             dtype = dtype_name(host.dtype) if keep else self.default_dtype
         if host.dtype.kind not in "iubf":
             raise DTypeError(f"cannot make a tensor from data of dtype {host.dtype}; pass numbers")

@@ -69,3 +69,10 @@ def test_float64_values_stay_float64(cpu):
     x = cpu.tensor([1.0], dtype="float64")
     assert tk.devices.dtype_name((x + ints(cpu, (1,))).dtype) == "float64"
     assert tk.devices.dtype_name((x * cpu.tensor([2.0])).dtype) == "float64"  # float32 beside float64: float64
+
+
+def test_booleans_stay_boolean_and_where_takes_two_numbers(dev):
+    mask = dev.tensor([True, False])
+    assert tk.devices.dtype_name(mask.dtype) == "bool"
+    assert host(tk.where(mask, 1, 3)).tolist() == [1.0, 3.0]
+    assert tk.devices.dtype_name(dev.tensor([1, 2]).dtype) == "float32"  # numbers in a list are values
