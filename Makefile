@@ -1,23 +1,30 @@
 # Two commands: `make lab` (JupyterLab on the tutorials) and `make test` (the whole suite).
-# Both install everything they need into .venv; a second run reuses what is there.
+# Both install everything they need into .venv; a second run reuses what is there. tapekit's pictures
+# need no system package: graphviz-pure, a dependency of tapekit, draws them (tapekit/viz/render.py).
+# `make test-versions` runs the unit tests on each Python of VERSIONS (not part of `make test`).
 
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 ROOT   := $(shell [ "$$(id -u)" = 0 ] && echo yes)
 
-.PHONY: lab test bench gpu-check graphviz chromium
+.PHONY: lab test test-versions bench gpu-check chromium graphviz
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV) || { [ -n "$(ROOT)" ] && apt-get update -qq && apt-get install -y -qq python3-venv && rm -rf $(VENV) && $(PYTHON) -m venv $(VENV); } || { echo "python3 -m venv failed: install Debian's python3-venv (sudo apt-get install python3-venv)"; exit 1; }
 	$(BIN)/python -m pip install -q --upgrade pip
 
+# JupyterLab in .venv asks nothing about news and checks for no update: the tutorials open on their own.
+QUIET_LAB := $(BIN)/jupyter labextension disable --level=sys_prefix @jupyterlab/apputils-extension:announcements >/dev/null 2>&1
+
 $(VENV)/.lab-installed: $(BIN)/python pyproject.toml
 	$(BIN)/pip install -q -e '.[lab]'
+	$(QUIET_LAB)
 	touch $@
 
 $(VENV)/.test-installed: $(BIN)/python pyproject.toml
 	$(BIN)/pip install -q -e '.[test]'
+	$(QUIET_LAB)
 	touch $@
 
 # The peers of the `bench` extra in pyproject.toml, installed one by one: one that cannot be installed
@@ -30,22 +37,45 @@ $(VENV)/.bench-installed: $(VENV)/.test-installed pyproject.toml
 	done
 	touch $@
 
+# Test-only needs from Debian: Chromium, which the browser tests drive, and Graphviz's dot, which the
+# browser fixture notebook tests/browser/fixtures/widgets.ipynb draws with (the graphviz package's own
+# pipe()); tapekit's pictures need neither.
 graphviz:
 	@command -v dot >/dev/null 2>&1 || { \
 	  if [ -n "$(ROOT)" ]; then apt-get update -qq && apt-get install -y -qq graphviz; \
-	  else echo "Graphviz's dot is missing: install it with 'sudo apt-get install graphviz', then run make again."; exit 1; fi; }
+	  else echo "Graphviz's dot is missing (the browser tests' fixture notebook draws with it): install it with 'sudo apt-get install graphviz', then run make again."; exit 1; fi; }
 
 chromium:
 	@command -v chromium >/dev/null 2>&1 || { \
 	  if [ -n "$(ROOT)" ]; then apt-get update -qq && apt-get install -y -qq chromium; \
 	  else echo "Chromium is missing: install it with 'sudo apt-get install chromium', then run make again."; exit 1; fi; }
 
-lab: $(VENV)/.lab-installed graphviz
+lab: $(VENV)/.lab-installed
 	$(BIN)/jupyter lab --ip=127.0.0.1 --no-browser --notebook-dir=notebooks $(if $(ROOT),--allow-root)
 
-test: $(VENV)/.test-installed graphviz chromium
+test: $(VENV)/.test-installed chromium graphviz
 	$(BIN)/python -m pytest -n 2 --dist loadgroup tests
 	$(BIN)/python -m pytest -n 2 --dist loadfile --nbval notebooks --nbval-sanitize-with notebooks/sanitize.cfg
+
+# The unit tests (all but tests/browser and the notebooks) on each Python of VERSIONS, found under
+# pyenv's root or on PATH as pythonX.Y, each in its own venv under .venv/versions/. Every version
+# runs; the summary says which passed.
+VERSIONS   ?= 3.10 3.11 3.12 3.13
+PYENV_ROOT ?= $(shell pyenv root 2>/dev/null || echo $$HOME/.pyenv)
+UNIT_TESTS ?= tests --ignore=tests/browser
+
+test-versions:
+	@failed=""; for v in $(VERSIONS); do \
+	  py=$$(ls -d $(PYENV_ROOT)/versions/$$v.*/bin/python 2>/dev/null | sort -V | tail -1); \
+	  py=$${py:-$$(command -v python$$v)}; \
+	  if [ -z "$$py" ]; then echo "Python $$v is missing: install it (pyenv install $$v) or set VERSIONS"; failed="$$failed $$v"; continue; fi; \
+	  env=$(VENV)/versions/$$v; \
+	  echo "== Python $$v ($$py)"; \
+	  { [ -x $$env/bin/python ] || { $$py -m venv $$env && $$env/bin/python -m pip install -q --upgrade pip; }; } \
+	  && { [ $$env/.installed -nt pyproject.toml ] || { $$env/bin/pip install -q -e '.[unit]' && touch $$env/.installed; }; } \
+	  && $$env/bin/python -m pytest -q -n 2 --dist loadgroup $(UNIT_TESTS) || failed="$$failed $$v"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "test-versions: failed on$$failed"; exit 1; else echo "test-versions: passed on $(VERSIONS)"; fi
 
 bench: $(VENV)/.bench-installed
 	$(BIN)/python -m benchmarks

@@ -1,22 +1,22 @@
 """Pictures: the op DAG as DOT text (stable, coloured by tape, with a legend), its fallback when
-Graphviz's dot is missing, and the partition snapshots and plot."""
+no Graphviz program is found, and the partition snapshots and plot."""
 
 from __future__ import annotations
 
 import re
-import shutil
 
 import matplotlib
 import numpy as np
 import pytest
 
 import tapekit as tk
+from tapekit.viz import render
 from tapekit.viz.palette import CONSUMED, MISSING
 
 from .dot_helpers import BLUE, ORANGE, nodes, op_colours
 
 viz = tk.viz
-needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz's dot is not installed")
+needs_graphviz = pytest.mark.skipif(not render.programs(), reason="neither graphviz-pure nor Graphviz's dot is installed")
 
 
 def p4(policy=tk.ArcTape, zz_first=True):
@@ -173,7 +173,7 @@ def test_picture_size_scales_with_the_node_count():
     assert size(viz.dag(chain(100)).source) > 5 * size(viz.dag(chain(5)).source)
 
 
-@needs_dot
+@needs_graphviz
 @pytest.mark.parametrize("make,n", [(chain, 100), (fan_in, 196)], ids=["deep", "wide"])
 def test_two_hundred_nodes_are_drawn_without_shrinking_the_text(make, n):
     g = viz.dag(make(n))
@@ -191,25 +191,26 @@ def test_dag_takes_tensors_only():
         viz.dag(p4()[2], names=["z"])
 
 
-# -- display in Jupyter, with and without dot ----------------------------------------------------
+# -- display in Jupyter, with and without Graphviz ------------------------------------------------
 
-@needs_dot
+@needs_graphviz
 def test_jupyter_shows_svg():
     from IPython.core.formatters import DisplayFormatter
     data, _ = DisplayFormatter().format(viz.dag(p4()[2]))
     assert data["image/svg+xml"].lstrip().startswith("<?xml") and "<svg" in data["image/svg+xml"]
 
 
-def test_without_dot_jupyter_shows_the_source_and_how_to_install(monkeypatch, tmp_path):
+def test_without_graphviz_jupyter_shows_the_source_and_what_to_install(monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))  # a PATH without dot
+    monkeypatch.setattr(render, "bundled", lambda: None)  # and no graphviz-pure
     x, y, z, zz = p4()
     g = viz.dag(z, zz, names=locals())
     from IPython.core.formatters import DisplayFormatter
     data, _ = DisplayFormatter().format(g)
     assert "image/svg+xml" not in data
-    assert "install Graphviz (apt-get install graphviz" in data["text/html"]
+    assert "pip install graphviz-pure" in data["text/html"] and "install Graphviz (apt-get install graphviz" in data["text/html"]
     assert "digraph tapekit {" in data["text/html"] and "label=&quot;zz|(2,)&quot;" in data["text/html"]
-    assert data["text/plain"].splitlines()[0].startswith("Graphviz's dot program was not found")
+    assert data["text/plain"].splitlines()[0].startswith("No Graphviz program was found to draw the picture")
     assert "<pre>digraph tapekit" in g.svg()
 
 

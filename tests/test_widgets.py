@@ -187,7 +187,8 @@ def test_changing_step_clears_the_last_backward():
 
 
 def test_explorer_falls_back_to_dot_source_without_graphviz(monkeypatch, tmp_path):
-    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setenv("PATH", str(tmp_path))  # no dot
+    monkeypatch.setattr(tk.viz.render, "bundled", lambda: None)  # no graphviz-pure
     ex = widgets.TapeExplorer(p4)
     assert "install Graphviz" in ex.picture.value and "<pre>digraph tapekit" in ex.picture.value
 
