@@ -197,6 +197,12 @@ class Tape:
             store._label = f"T{next(_labels)}"
         return store._label
 
+    def same_as(self, other: "Tape") -> bool:
+        """Whether this handle and ``other`` record into one tape: after a UnionTape merge each
+        holder keeps its own handle (``z.tape is zz.tape`` is False), yet both lead to one tape
+        holding all the records. A spent handle raises its error."""
+        return self._live()._store() is other._live()._store()
+
     @property
     def records(self) -> tuple[Record, ...]:
         return tuple(sorted(self._all_records(), key=_by_id))

@@ -1,5 +1,6 @@
 """Pictures of tapes: the op DAG coloured by tape (``dag``), and how a program's records are split
-across tapes at chosen moments (``snapshot``, ``plot_partition``). One legend everywhere: one
+across tapes at chosen moments (``snapshot``, ``plot_partition``) and what that does to each leaf's
+gradient (``gradient_split``, ``plot_gradient_split``). One legend everywhere: one
 colour per tape, leaves outlined, outputs bold, a missing gradient in red."""
 
 from .dag import dag, draw
@@ -7,6 +8,8 @@ from .palette import TAPE_COLOURS, TapeColours
 from .partition import OutputShare, Snapshot, TapeShare, colours_of, plot_partition, snapshot
 from .picture import Picture
 from .scene import Scene, capture
+from .split import GradientSplit, gradient_split, plot_gradient_split
 
 __all__ = ["dag", "draw", "snapshot", "plot_partition", "colours_of", "Snapshot", "TapeShare", "OutputShare",
+           "gradient_split", "plot_gradient_split", "GradientSplit",
            "Picture", "Scene", "capture", "TapeColours", "TAPE_COLOURS"]
