@@ -153,6 +153,47 @@ def test_the_legend_is_on_the_picture():
     assert "grad ✓" not in legend  # only what the picture uses
 
 
+def test_the_legend_is_a_small_key_under_the_dag():
+    x, y, z, zz = p4()
+    src = viz.dag(z, zz, names=locals()).source
+    assert re.search(r"subgraph key \{\s*rank=sink\s*legend \[", src)  # alone on the last rank: under the DAG
+    lines = re.findall(r">([^<>]+)</TD>", nodes(src)["legend"])
+    assert max(len(line) for line in lines) <= 36  # short lines, one mark each
+
+
+def svg_size(svg: str) -> tuple[float, float]:
+    width, height = re.search(r'<svg[^>]* width="([\d.]+)pt" height="([\d.]+)pt"', svg).groups()
+    return float(width), float(height)
+
+
+def test_the_p4_picture_with_its_key_fits_half_a_notebook_cell():
+    """Half of a 1280 px JupyterLab's cell (the merge viewer's column) is about 420 px: 315 pt."""
+    x, y, z, zz = p4(zz_first=True)
+    with pytest.warns(tk.IncompleteTapeWarning):
+        g = zz.backward(seed=np.ones(2))
+    svg = viz.dag(z, zz, grads=g, names=locals()).svg()  # the longest key: two tapes, both grad marks
+    assert svg_size(svg)[0] <= 315
+
+
+def test_the_svg_shrinks_to_its_container_and_keeps_its_drawn_size():
+    from IPython.core.formatters import DisplayFormatter
+
+    g = viz.dag(p4()[2])
+    data, _ = DisplayFormatter().format(g)
+    for svg in (g.svg(), data["image/svg+xml"]):
+        root = re.search(r"<svg[^>]*>", svg)[0]
+        assert 'style="max-width:100%;height:auto"' in root and re.search(r'width="[\d.]+pt"', root)
+        assert svg.count("max-width") == 1
+    assert isinstance(g, viz.Picture)
+
+
+def test_dag_text_is_at_least_10_pt():
+    x, y, z, zz = p4()
+    svg = viz.dag(z, zz, names=locals()).svg()
+    sizes = {float(s) for s in re.findall(r'font-size="([\d.]+)"', svg)}
+    assert sizes and min(sizes) >= 10
+
+
 def chain(n):
     x = tk.Cpu().tensor([1.0]).trace(tk.UnionTape())
     for _ in range(n):
@@ -279,7 +320,7 @@ def test_plot_partition_has_one_panel_per_snapshot_in_the_dag_colours():
     assert [ax.get_title() for ax in fig.axes] == ["before the merge", "after the merge"]
     ticks = [t.get_text() for t in fig.axes[1].get_yticklabels()]
     assert ticks[0].startswith("tape A (arc)\n2 records") and ticks[1].startswith("tape B (arc)\n0 records")
-    assert ticks[3] == "zz's history (holds tape B)\nits backward sees 0/1 records, 0/1 leaves"
+    assert ticks[3] == "zz's history (holds tape B)\nits backward sees\n0/1 records, 0/1 leaves"
     colours = [matplotlib.colors.to_hex(p.get_facecolor()).upper() for p in fig.axes[1].patches]
     assert colours[:2] == [BLUE, ORANGE]  # the tape bars, in the DAG's colours
     src = viz.dag(z, zz, names=locals()).source
@@ -293,6 +334,27 @@ def test_jupyter_shows_the_partition_plot_as_png_without_pyplot():
     x, y, z, zz = p4()
     data, _ = DisplayFormatter().format(viz.plot_partition(viz.snapshot(z, zz)))
     assert data["image/png"][:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_plot_partition_fits_a_notebook_cell_with_text_of_at_least_10_pt():
+    """At most two panels to a row; at the 96 dpi it is shown at, 8.5 in is 816 px, narrower than a
+    notebook cell of a 1280 px wide JupyterLab with its left sidebar open (about 850 px)."""
+    from tapekit.viz.partition import DPI, png
+    x, y, z, zz = p4()
+    snaps = [viz.snapshot(z, zz, label=f"moment {i}") for i in range(4)]
+    for count in (1, 2, 3, 4):
+        fig = viz.plot_partition(*snaps[:count])
+        assert len(fig.axes) == count
+        assert fig.get_figwidth() * DPI <= 816
+        import io
+        from PIL import Image
+        assert Image.open(io.BytesIO(png(fig))).size[0] <= 816
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        FigureCanvasAgg(fig).draw()
+        texts = [t for t in fig.findobj(matplotlib.text.Text) if t.get_text() and t.get_visible()]
+        assert texts and min(t.get_fontsize() for t in texts) >= 10
+        drawn = fig.get_tightbbox(fig.canvas.get_renderer())  # inches: all that is drawn, nothing cut off
+        assert drawn.x0 >= -0.01 and drawn.x1 <= fig.get_figwidth() + 0.01, (count, drawn)
 
 
 def test_plot_partition_keeps_a_tapes_colour_across_panels():

@@ -200,6 +200,40 @@ def test_explorer_displays_as_a_widget():
     assert repr(ex) == "TapeExplorer(p4, policy='arc', step=5 of 5)"
 
 
+def images(html_text: str) -> list[str]:
+    """The ``data:`` kinds of the images in an HTML text: ``image/svg+xml``, ``image/png``."""
+    return re.findall(r'<img src="data:([\w/+]+);base64,', html_text)
+
+
+def test_explorer_saves_a_static_view_of_its_pictures_beside_the_widget():
+    """A notebook read without running (GitHub, nbviewer) shows the pictures, not ``VBox(...)``."""
+    import base64
+    ex = widgets.TapeExplorer(p4, step=4)
+    bundle = ex._repr_mimebundle_()
+    assert bundle["text/plain"] == "TapeExplorer(p4, policy='arc', step=4 of 5)"
+    page = bundle["text/html"]
+    assert "VBox" not in page and "policy &#x27;arc&#x27;, step 4 of 5" in page and "zz = y * 2.0" in page
+    assert images(page) == ["image/svg+xml", "image/png"]
+    svg = base64.b64decode(re.search(r'data:image/svg\+xml;base64,([^"]+)', page)[1]).decode()
+    assert svg.startswith("<svg") and 'label="zz|(2,)"' not in svg and ">zz</text>" in svg
+    ex.output.value = "zz"
+    ex.backward_button.click()
+    assert "backward on zz" in ex._repr_mimebundle_()["text/html"]  # the report, as it is now
+
+
+def test_pictures_shrink_to_the_widget_and_wrap_under_each_other():
+    ex = widgets.TapeExplorer(p4)
+    assert 'style="max-width:100%;height:auto"' in ex.svg.split(">", 1)[0]
+    assert 'style="max-width:100%;height:auto"' in ex.plot.value
+    pictures = ex.widget.children[2]
+    assert pictures.children == (ex.picture, ex.plot) and pictures.layout.flex_flow == "row wrap"
+
+
+def test_messages_use_the_theme_colours_with_a_fallback():
+    ex = widgets.TapeExplorer(p4, policy="owned")
+    assert 'style="color:var(--jp-error-color1, #D00000)"' in ex.code.value
+
+
 # -- MergeViewer ---------------------------------------------------------------------------------
 
 def test_merge_viewer_shows_p4_before_and_after_the_merge():
@@ -215,9 +249,33 @@ def test_merge_viewer_shows_p4_before_and_after_the_merge():
     assert after_ticks[0].startswith("tape A (arc)\n2 records")
 
 
+def test_merge_viewer_saves_a_static_view_of_both_moments():
+    mv = widgets.MergeViewer(p4)
+    bundle = mv._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    assert bundle["text/plain"] == "MergeViewer(p4, policy='arc', step=5 of 5)"
+    assert images(bundle["text/html"]) == ["image/svg+xml", "image/svg+xml", "image/png"]
+    assert "<b>before</b>" in bundle["text/html"] and "they merged" in bundle["text/html"]
+    mv.step.value = 2
+    assert "no tensors yet" in mv._repr_mimebundle_()["text/html"]
+
+
 def test_merge_viewer_under_global_says_there_is_no_merge():
     mv = widgets.MergeViewer(p4, policy="arc")
     mv.policy.value = "global"
     assert mv.step.value == 5 and "no op in this program met two different tapes under 'global'" in mv.note
     mv.step.value = 2
     assert "no tensors yet" in mv.before_svg and len(mv.figure.axes) == 1
+
+
+def test_a_notebook_read_without_running_shows_the_static_view():
+    """nbconvert (as nbviewer runs it) picks the static HTML when the notebook holds no widget state."""
+    import nbformat
+    from nbconvert import HTMLExporter
+    from nbformat.v4 import new_code_cell, new_notebook, new_output
+
+    cell = new_code_cell("tk.widgets.TapeExplorer(p4)", execution_count=1)
+    cell.outputs = [new_output("execute_result", data=widgets.TapeExplorer(p4)._repr_mimebundle_(), execution_count=1)]
+    page, _ = HTMLExporter().from_notebook_node(new_notebook(cells=[cell]))
+    assert 'class="tapekit-static"' in page and "VBox(" not in page
+    assert page.count('src="data:image/svg+xml;base64,') == 1 and page.count('src="data:image/png;base64,') == 1

@@ -10,7 +10,8 @@ DOT text of a program is the same whatever ran before it.
 from __future__ import annotations
 
 import html
-from typing import Any, Mapping
+import re
+from typing import Any, Iterable, Mapping
 
 from ..history import plural
 from .palette import CONSUMED, LEAF, MISSING, TapeColours, lighten, rgb
@@ -18,6 +19,31 @@ from .picture import Picture
 from .scene import OpView, Scene, TensorView, capture, tensors_given
 
 FONT = "Helvetica"
+# The root <svg> element Graphviz writes keeps its drawn size (text of 10 pt and more at 100% zoom),
+# and a style lets it shrink, never grow, when it is shown inline in a narrower container (a widget
+# column, nbviewer). JupyterLab shows an image/svg+xml output as an <img> of its drawn size, where
+# the style does nothing: a DAG wider than the cell scrolls there rather than shrinking its text.
+_SVG_ROOT = re.compile(r"<svg\b(?![^>]*\bstyle=)")
+FIT = 'style="max-width:100%;height:auto"'
+
+
+def fit(svg: str) -> str:
+    """``svg`` (a document or inline markup) with its root element allowed to shrink to its container."""
+    return _SVG_ROOT.sub(f"<svg {FIT}", svg, count=1)
+
+
+class DagPicture(Picture):
+    """The picture `dag` and `draw` make: a `Picture` whose SVG fits the width of its container."""
+
+    def _repr_mimebundle_(self, include: Iterable[str] | None = None, exclude: Iterable[str] | None = None,
+                          **kwargs: Any) -> dict[str, Any]:
+        bundle = super()._repr_mimebundle_(include, exclude, **kwargs)
+        if "image/svg+xml" in bundle:
+            bundle["image/svg+xml"] = fit(bundle["image/svg+xml"])
+        return bundle
+
+    def svg(self) -> str:
+        return fit(super().svg())
 
 
 def dag(*tensors: Any, grads: Any = None, names: Mapping[str, Any] | None = None,
@@ -37,9 +63,9 @@ def draw(scene: Scene, colours: TapeColours | None = None) -> Picture:
     colours = colours or TapeColours(scene.tapes)
     count = len(scene.tensors) + len(scene.ops)
     side = f"{max(12.0, 1.3 * count):g}"  # inches: room enough that dot need not shrink the text
-    graph = Picture("tapekit", graph_attr={"rankdir": "TB", "size": f"{side},{side}", "fontname": FONT,
-                                           "nodesep": "0.25", "ranksep": "0.35"},
-                    node_attr={"fontname": FONT, "fontsize": "11"}, edge_attr={"arrowsize": "0.7"})
+    graph = DagPicture("tapekit", graph_attr={"rankdir": "TB", "size": f"{side},{side}", "fontname": FONT,
+                                              "nodesep": "0.25", "ranksep": "0.35"},
+                       node_attr={"fontname": FONT, "fontsize": "11"}, edge_attr={"arrowsize": "0.7"})
     ids = {tid: f"t{i}" for i, tid in enumerate(scene.tensors, 1)}
     for tid, view in scene.tensors.items():
         graph.node(ids[tid], _tensor_label(view), **_tensor_style(view, colours))
@@ -51,7 +77,9 @@ def draw(scene: Scene, colours: TapeColours | None = None) -> Picture:
             if tid is not None:
                 graph.edge(ids[tid], node, color="#555555")
         graph.edge(node, ids[op.out], color=colour, penwidth="1.5")
-    graph.node("legend", _legend(scene, colours), shape="plaintext", fontsize="10")
+    with graph.subgraph(name="key") as key:  # the key alone on the last rank: under the DAG
+        key.attr(rank="sink")
+        key.node("legend", _legend(scene, colours), shape="plaintext", fontsize="10", margin="0")
     return graph
 
 
@@ -104,27 +132,40 @@ def _text_on(colour: str) -> str:
 
 
 def _legend(scene: Scene, colours: TapeColours) -> str:
-    """An HTML-like table explaining every colour and mark the picture uses."""
-    rows = []
+    """A small key under the picture (an HTML-like label): a swatch per tape, then only the marks
+    the picture uses, one short line each, so the key is seldom wider than the DAG."""
+    rows = [_row(_cell('<B>legend</B>: colour = the tape<BR/>holding the op\'s record', span=2))]
     for birth in sorted(scene.tapes, key=colours.rank):
         tape = scene.tapes[birth]
-        rows.append(_row(colours.colour(birth), "", f"{colours.name(birth)}: {tape.policy}, "
-                                                     f"holds {plural(tape.records, 'record')}"))
+        rows.append(_row(_swatch(colours.colour(birth)),
+                         _text(f"{colours.name(birth)}: {tape.policy}, holds {plural(tape.records, 'record')}")))
     for fate in sorted({op.fate for op in scene.ops if op.tape is None}):
         what = "consumed by a backward" if fate == "consumed" else "dropped with its tape"
-        rows.append(_row(lighten(CONSUMED, 0.5), "", f"no tape any more: {what}"))
-    rows.append(_row("white", "x", "outlined: a leaf (no op here made it)"))
+        rows.append(_row(_swatch(lighten(CONSUMED, 0.5)), _text(f"no tape any more: {what}")))
+    rows.append(_row(_swatch("white", "x"), _text("outlined: a leaf")))
     if any(v.output for v in scene.tensors.values()):
-        rows.append(_row("white", "<B>y</B>", "bold: an output asked about; its outline is the tape it carries"))
+        rows.append(_row(_swatch("white", "<B>y</B>"), _text("bold: an output; outline: its tape")))
     if any(v.grad is not None for v in scene.tensors.values()):
-        rows.append(_row("white", "✓", "grad ✓: has a gradient"))
-        rows.append(_row("white", f'<FONT COLOR="{MISSING}">✗</FONT>', "grad ✗: gradient missing", MISSING))
-    head = ('<TR><TD COLSPAN="2"><B>legend</B>: an op and its output take the colour of the tape holding '
-            'its record</TD></TR>')
-    return f'<<TABLE BORDER="0" CELLBORDER="1" CELLSPACING="0" CELLPADDING="3">{head}{"".join(rows)}</TABLE>>'
+        rows.append(_row(_swatch("white", "✓"), _text("grad ✓: has a gradient")))
+        rows.append(_row(_swatch("white", f'<FONT COLOR="{MISSING}">✗</FONT>'),
+                         _text("grad ✗: gradient missing", ink=MISSING)))
+    return f'<<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="2" CELLPADDING="1">{"".join(rows)}</TABLE>>'
 
 
-def _row(swatch: str, sample: str, text: str, ink: str | None = None) -> str:
-    """A legend row: a swatch cell (``sample`` is HTML) and its explanation, in ``ink`` if given."""
-    text = html.escape(text) if ink is None else f'<FONT COLOR="{ink}">{html.escape(text)}</FONT>'
-    return f'<TR><TD BGCOLOR="{swatch}" WIDTH="18">{sample}</TD><TD ALIGN="LEFT">{text}</TD></TR>'
+def _row(*cells: str) -> str:
+    return f"<TR>{''.join(cells)}</TR>"
+
+
+def _cell(content: str, span: int = 1) -> str:
+    return f'<TD ALIGN="LEFT" BALIGN="LEFT" COLSPAN="{span}">{content}</TD>' if span > 1 else f'<TD ALIGN="LEFT">{content}</TD>'
+
+
+def _swatch(fill: str, sample: str = "") -> str:
+    """A small square of ``fill`` holding ``sample`` (HTML), outlined like the picture's nodes."""
+    return (f'<TD BGCOLOR="{fill}" BORDER="1" COLOR="{LEAF}" WIDTH="16" HEIGHT="14" FIXEDSIZE="TRUE">'
+            f'{sample}</TD>')
+
+
+def _text(text: str, ink: str | None = None) -> str:
+    """An explanation cell, in ``ink`` if given."""
+    return _cell(html.escape(text) if ink is None else f'<FONT COLOR="{ink}">{html.escape(text)}</FONT>')

@@ -134,8 +134,21 @@ def colours_of(*snapshots: Snapshot) -> TapeColours:
     return TapeColours(births)
 
 
+# Sizes, in inches and points. Figures are shown at 96 dpi, where a matplotlib point is a CSS point:
+# text drawn at 10 pt reads as 10 pt at 100% zoom. Two panels to a row at most, so the widest figure
+# (8.4 in, 806 px) fits a notebook cell of a 1280 px wide JupyterLab with its left sidebar open.
+DPI = 96
+COLUMNS = 2
+PANEL_IN = 4.2
+ROW_IN = 0.72
+TEXT_PT = 10
+TITLE_PT = 11
+HEADING_PT = 12
+LETTER_PT = 0.6 * TEXT_PT  # about the width of a letter of DejaVu Sans
+
+
 def plot_partition(*snapshots: Snapshot, colours: TapeColours | None = None) -> "Figure":
-    """One panel per snapshot, side by side: a bar per tape (its records, in its DAG colour) and,
+    """One panel per snapshot, two to a row: a bar per tape (its records, in its DAG colour) and,
     for each output, where the records of its history live and how much its own tape sees."""
     from matplotlib.patches import Patch
     from matplotlib.ticker import MaxNLocator
@@ -143,12 +156,17 @@ def plot_partition(*snapshots: Snapshot, colours: TapeColours | None = None) -> 
     if not snapshots or not all(isinstance(s, Snapshot) for s in snapshots):
         raise InvalidArgumentError("tk.viz.plot_partition takes snapshots: tk.viz.snapshot(z, zz, label='after')")
     colours = colours or colours_of(*snapshots)
+    columns = min(len(snapshots), COLUMNS)
+    lines = -(-len(snapshots) // columns)
     rows = max(len(s.tapes) + len(s.outputs) for s in snapshots)
-    fig = _figure_class()(figsize=(5.2 * len(snapshots), 1.6 + 0.62 * rows), layout="constrained")
-    axes = fig.subplots(1, len(snapshots), squeeze=False)[0]
+    width = PANEL_IN * columns + (0.4 if columns == 1 else 0.0)
+    fig = _figure_class()(figsize=(width, lines * (1.0 + ROW_IN * rows) + 0.9), layout="constrained")
+    axes = fig.subplots(lines, columns, squeeze=False).ravel()
     for ax, snap in zip(axes, snapshots):
         _panel(ax, snap, colours)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    for ax in axes[len(snapshots):]:
+        fig.delaxes(ax)  # an odd number of panels leaves the last row's second place empty
     shown = sorted({t.birth for s in snapshots for t in s.tapes}, key=colours.rank)
     handles = [Patch(color=colours.colour(b), label=colours.name(b)) for b in shown]
     if any(None in o.split for s in snapshots for o in s.outputs):
@@ -157,9 +175,12 @@ def plot_partition(*snapshots: Snapshot, colours: TapeColours | None = None) -> 
         handles.append(Patch(facecolor="white", edgecolor="#555555", hatch="//",
                              label="history on a tape the output does not hold"))
     if handles:
-        fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 2 * len(snapshots)),
-                   frameon=False)
-    fig.suptitle("Records per tape, and where each output's history lives")
+        widest = max(len(h.get_label()) for h in handles) * LETTER_PT + 3 * TEXT_PT  # points, swatch included
+        fits = max(1, int(width * 72 * 0.95 // widest))
+        fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), fits), frameon=False,
+                   fontsize=TEXT_PT)
+    title = "Records per tape, and where each output's history lives"
+    fig.suptitle(title.replace(" and ", "\nand ", 1) if columns == 1 else title, fontsize=HEADING_PT)
     return fig
 
 
@@ -178,15 +199,24 @@ def _panel(ax: Any, snap: Snapshot, colours: TapeColours) -> None:
             ax.barh(y, count, left=left, color=colours.colour(birth), height=0.6,
                     hatch="" if birth == out.carries else "//", edgecolor="white")
             left += count
-        labels.append(out.summary(colours, sep="\n"))
+        labels.append(_output_label(out, colours))
         y += 1
-    ax.set_yticks(range(y), labels, fontsize=9)
+    ax.set_yticks(range(y), labels, fontsize=TEXT_PT)
+    ax.tick_params(axis="x", labelsize=TEXT_PT)
     ax.invert_yaxis()
     if snap.tapes and snap.outputs:
         ax.axhline(len(snap.tapes) - 0.5, color="#cccccc", linewidth=0.8)
-    ax.set_xlabel("records")
+    ax.set_xlabel("records", fontsize=TEXT_PT)
     ax.set_xlim(0, max([1] + [t.records for t in snap.tapes] + [o.records for o in snap.outputs]) * 1.05)
-    ax.set_title(snap.label)
+    ax.set_title(snap.label, fontsize=TITLE_PT, wrap=True)
+
+
+def _output_label(out: OutputShare, colours: TapeColours) -> str:
+    """``out.summary`` in three short lines, so that two panels fit side by side."""
+    head, _, rest = out.summary(colours, sep="\n").partition("\n")
+    if rest.startswith("its backward sees "):
+        rest = "its backward sees\n" + rest[len("its backward sees "):]
+    return f"{head}\n{rest}"
 
 
 @functools.cache
@@ -202,7 +232,7 @@ def _figure_class() -> type:
     return PartitionFigure
 
 
-def png(fig: "Figure", dpi: int = 90) -> bytes:
+def png(fig: "Figure", dpi: int = DPI) -> bytes:
     """The figure as PNG bytes."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi)

@@ -16,7 +16,7 @@ from ..ids import set_name
 from ..tensor import Tensor
 from .replay import Moment
 from .stepper import ReplayWidget
-from .views import View, code_html, figure_html, figure_of, pre
+from .views import View, code_html, figure_html, figure_of, pre, row, static_html, svg_img
 
 
 class TapeExplorer(ReplayWidget):
@@ -40,9 +40,13 @@ class TapeExplorer(ReplayWidget):
         self.svg = self.dot = self.line = self.report_text = ""
         self.figure = None
         self.moment: Moment | None = None
-        self.widget = w.VBox([w.HBox([self.policy, self.step]), self.code,
-                              w.HBox([self.picture, self.plot], layout=w.Layout(align_items="flex-start")),
-                              w.HBox([self.output, self.backward_button]), self.report])
+        # DAG and plot side by side while the cell is wide enough, the plot under the DAG when it is not
+        pictures = w.HBox([self.picture, self.plot], layout=w.Layout(flex_flow="row wrap", align_items="flex-start",
+                                                                     grid_gap="8px 16px", max_width="100%"))
+        self.widget = w.VBox([w.HBox([self.policy, self.step], layout=w.Layout(flex_flow="row wrap")), self.code,
+                              pictures, w.HBox([self.output, self.backward_button],
+                                               layout=w.Layout(flex_flow="row wrap")), self.report],
+                             layout=w.Layout(max_width="100%"))
         self._start(step)
         self.backward_button.on_click(lambda _: self.run_backward())
 
@@ -82,6 +86,11 @@ class TapeExplorer(ReplayWidget):
         self._show(after)
         self._report("\n".join(lines))
         return grads
+
+    def static_html(self) -> str:
+        return static_html(f"{type(self).__name__}: policy {self.policy.value!r}, step {self.step.value} of "
+                           f"{self.step.max}", self.code.value, row(svg_img(self.svg), self.plot.value),
+                           self.report.value)
 
     def _show(self, view: View) -> None:
         colours = self.replay.colours(self.moment)

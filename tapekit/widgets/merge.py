@@ -10,7 +10,7 @@ import ipywidgets as w
 
 from .replay import Moment
 from .stepper import ReplayWidget
-from .views import View, code_html, figure_html, figure_of
+from .views import View, code_html, figure_html, figure_of, row, static_html, svg_img
 
 
 class MergeViewer(ReplayWidget):
@@ -29,11 +29,12 @@ class MergeViewer(ReplayWidget):
         self.code, self.before_picture, self.after_picture, self.plot = w.HTML(), w.HTML(), w.HTML(), w.HTML()
         self.before_svg = self.after_svg = self.before_dot = self.after_dot = self.line = self.note = ""
         self.figure = None
-        column = w.Layout(width="50%")
-        self.widget = w.VBox([w.HBox([self.policy, self.step]), self.code,
+        column = w.Layout(width="50%", min_width="0")  # each DAG narrows to its half of the cell
+        self.widget = w.VBox([w.HBox([self.policy, self.step], layout=w.Layout(flex_flow="row wrap")), self.code,
                               w.HBox([w.VBox([w.HTML("<b>before</b>"), self.before_picture], layout=column),
-                                      w.VBox([w.HTML("<b>after</b>"), self.after_picture], layout=column)]),
-                              self.plot])
+                                      w.VBox([w.HTML("<b>after</b>"), self.after_picture], layout=column)],
+                                     layout=w.Layout(max_width="100%")),
+                              self.plot], layout=w.Layout(max_width="100%"))
         self._start(step)
 
     def _default_step(self, last: int) -> int:
@@ -66,6 +67,14 @@ class MergeViewer(ReplayWidget):
         self.before_picture.value, self.after_picture.value = self.before_svg, self.after_svg
         self.figure = figure_of([before, after], colours)
         self.plot.value = figure_html(self.figure)
+
+    def static_html(self) -> str:
+        half = '<div style="flex:1 1 0;min-width:0"><b>{}</b><br/>{}</div>'
+        pictures = (f'<div style="display:flex;gap:16px;align-items:flex-start">'
+                    f'{half.format("before", svg_img(self.before_svg))}{half.format("after", svg_img(self.after_svg))}'
+                    f'</div>')
+        return static_html(f"{type(self).__name__}: policy {self.policy.value!r}, after step {self.step.value} of "
+                           f"{self.step.max}", self.code.value, pictures, self.plot.value)
 
     def _note(self, step: int) -> str:
         merges = self.replay.merges

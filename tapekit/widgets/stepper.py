@@ -48,8 +48,21 @@ class ReplayWidget:
     def redraw(self) -> None:
         raise NotImplementedError
 
+    def static_html(self) -> str:
+        """The widget's current pictures as plain HTML, for viewers that cannot run it."""
+        raise NotImplementedError
+
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        return self.widget._repr_mimebundle_(**kwargs)
+        """The widget view, and beside it a static view of what it shows now (``text/html``) and its
+        ``repr``: a notebook read without running (GitHub, nbviewer) shows the picture, not ``VBox(...)``.
+        Front ends that run widgets prefer the widget view."""
+        bundle = dict(self.widget._repr_mimebundle_(**kwargs))
+        bundle["text/plain"] = repr(self)
+        try:
+            bundle["text/html"] = self.static_html()
+        except NotImplementedError:
+            pass
+        return bundle
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}({getattr(self.program, '__name__', 'program')}, "

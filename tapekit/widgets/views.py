@@ -18,6 +18,10 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 NOTHING_YET = "<p><i>no tensors yet: step further to see the ops</i></p>"
+SHRINK = "max-width:100%;height:auto"  # a picture narrows to fit its column, never grows
+# Theme colours where JupyterLab defines them (readable in its light and dark themes), else these.
+ERROR_INK = "var(--jp-error-color1, #D00000)"
+WARN_INK = "var(--jp-warn-color0, #a06000)"
 
 
 @dataclass(frozen=True)
@@ -57,14 +61,40 @@ def figure_html(fig: "Figure | None") -> str:
     if fig is None:
         return ""
     data = base64.b64encode(png(fig)).decode("ascii")
-    return f'<img src="data:image/png;base64,{data}" alt="partition plot"/>'
+    return f'<img src="data:image/png;base64,{data}" alt="partition plot" style="{SHRINK}"/>'
+
+
+def svg_img(svg: str) -> str:
+    """A picture's inline SVG as an ``<img>`` of an SVG document, which viewers that strip inline
+    SVG from HTML (GitHub's notebook view, sanitizers) still show; other HTML (a note before any
+    tensor, the DOT source without Graphviz) is kept as it is."""
+    if not svg.startswith("<svg"):
+        return svg
+    if "xmlns=" not in svg[:svg.index(">")]:
+        svg = svg.replace("<svg", '<svg xmlns="http://www.w3.org/2000/svg"', 1)
+    data = base64.b64encode(svg.encode("utf-8")).decode("ascii")
+    return f'<img src="data:image/svg+xml;base64,{data}" alt="op DAG" style="{SHRINK}"/>'
+
+
+def row(*parts: str) -> str:
+    """HTML parts side by side while the width allows, each wrapped under the last when it does not."""
+    cells = "".join(f'<div style="max-width:100%;min-width:0">{p}</div>' for p in parts)
+    return f'<div style="display:flex;flex-wrap:wrap;gap:8px 16px;align-items:flex-start">{cells}</div>'
+
+
+def static_html(title: str, *parts: str) -> str:
+    """What a notebook read without running (GitHub, nbviewer without widgets) shows of a widget:
+    its ``title`` line and its pictures as they were when the notebook was saved."""
+    head = (f"<p><b>{html.escape(title)}</b> <i>(a saved picture: run the notebook to move the slider, "
+            f"change the policy and run backward)</i></p>")
+    return f'<div class="tapekit-static" style="max-width:100%;overflow:hidden">{head}{"".join(parts)}</div>'
 
 
 def code_html(moment: Moment, steps: int) -> str:
     """The step, its line of code, and what the program raised or warned, as HTML."""
     parts = [f"<b>step {moment.step} of {steps}</b>: <code>{html.escape(moment.line)}</code>"]
-    parts += [f'<div style="color:#D00000">{html.escape(moment.error)}</div>'] if moment.error else []
-    parts += [f'<div style="color:#a06000">warning: {html.escape(w)}</div>' for w in moment.warnings]
+    parts += [f'<div style="color:{ERROR_INK}">{html.escape(moment.error)}</div>'] if moment.error else []
+    parts += [f'<div style="color:{WARN_INK}">warning: {html.escape(w)}</div>' for w in moment.warnings]
     return "".join(parts)
 
 

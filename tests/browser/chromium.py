@@ -18,7 +18,7 @@ from processes import end, pids_with
 EXECUTABLE = Path("/usr/bin/chromium")
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
         "--disable-sync", "--no-first-run"]
-VIEWPORT = {"width": 1400, "height": 1000}
+VIEWPORT = {"width": 1280, "height": 800}  # the narrowest window the tutorials are made for
 STOP_TIMEOUT_S = 10.0
 
 

@@ -196,3 +196,139 @@ def wait_for(probe, until, timeout_s: float = 60.0, what: str = "the page to cha
         if time.monotonic() > deadline:
             raise AssertionError(f"waited {timeout_s:.0f} s for {what}; last seen: {value!r}")
         time.sleep(0.1)
+
+
+# -- fit and readability ---------------------------------------------------------------------------
+
+# The SVG document of an <img>'s data: URL (JupyterLab shows image/svg+xml outputs that way).
+SVG_OF_IMG_JS = """
+        const parsed = src => {  // the SVG document of a data: URL (base64 or URL-encoded)
+            const comma = src.indexOf(','), head = src.slice(0, comma), body = src.slice(comma + 1);
+            const text = head.endsWith(';base64')
+                ? new TextDecoder().decode(Uint8Array.from(atob(body), c => c.charCodeAt(0))) : decodeURIComponent(body);
+            return new DOMParser().parseFromString(text, 'image/svg+xml').documentElement;
+        };"""
+
+# How each output area of the notebook sits in its cell: its scroll and client widths, each output's,
+# and the elements inside that reach past its right edge (a child clipped by an overflow:hidden box
+# does not widen the area's scrollWidth, but it is cut off all the same). SVG pictures: the smallest
+# text they show, in CSS pixels (font-size in user units times the drawn scale); images: drawn
+# narrower than their natural width (a shrunk PNG shrinks its text).
+FIT_JS = """() => {""" + SVG_OF_IMG_JS + """
+    const cells = [...document.querySelectorAll('.jp-Notebook .jp-Cell')];
+    return cells.map((cell, index) => {
+        const area = cell.querySelector('.jp-Cell-outputArea');
+        if (!area || !area.children.length) return null;
+        const edge = area.getBoundingClientRect().right;
+        const name = e => e.tagName.toLowerCase() + [...e.classList].slice(0, 3).map(c => '.' + c).join('');
+        const past = [...area.querySelectorAll('*')].filter(e => e.getBoundingClientRect().right > edge + 1)
+            .filter(e => !e.closest('svg') || e.tagName.toLowerCase() === 'svg').map(name);
+        const outputs = [...area.querySelectorAll('.jp-OutputArea-output')]
+            .filter(o => o.scrollWidth > o.clientWidth + 1).map(o => `${name(o)} ${o.scrollWidth} > ${o.clientWidth}`);
+        const smallest = (svg, width) => {  // the smallest text of an SVG drawn ``width`` CSS px wide, in px
+            const box = (svg.getAttribute('viewBox') || '').split(/[\\s,]+/).map(Number);
+            const sizes = [...svg.querySelectorAll('text[font-size]')].map(t => parseFloat(t.getAttribute('font-size')));
+            return box.length === 4 && box[2] > 0 && sizes.length ? Math.min(...sizes) * width / box[2] : null;
+        };
+        const inline = [...area.querySelectorAll('svg')].filter(s => !s.parentElement.closest('svg'))
+            .map(s => smallest(s, s.getBoundingClientRect().width));
+        const images = [...area.querySelectorAll('img')].filter(i => i.src.startsWith('data:image/svg+xml') && i.width > 0)
+            .map(i => smallest(parsed(i.src), i.getBoundingClientRect().width));
+        const svgText = [...inline, ...images].filter(px => px !== null);
+        const shrunk = [...area.querySelectorAll('img')].filter(i => i.naturalWidth > 0 && i.width > 0
+                && i.width < i.naturalWidth - 1).map(i => `${i.alt || 'an image'} drawn ${i.width} px wide of ${i.naturalWidth}`);
+        return {cell: index + 1, scroll: area.scrollWidth, client: area.clientWidth, past, outputs, svgText, shrunk};
+    }).filter(Boolean);
+}"""
+
+# The left sidebar's open panel (the file browser after ?reset): its width, 0 when collapsed.
+SIDEBAR_JS = """() => { const p = document.querySelector('#jp-left-stack');
+    return p && !p.classList.contains('lm-mod-hidden') ? p.getBoundingClientRect().width : 0; }"""
+
+# Text on the page, in the output areas, that reads badly on what is behind it: contrast under 4.5:1
+# (WCAG AA), with the text colour's alpha blended onto the nearest opaque background behind it. Text
+# inside SVG pictures and images is left to the picture checks below.
+CONTRAST_JS = """() => {
+    const parse = c => { const m = c.match(/rgba?\\(([^)]+)\\)/); if (!m) return null;
+        const p = m[1].split(/[\\s,\\/]+/).filter(Boolean).map(Number);
+        return {r: p[0], g: p[1], b: p[2], a: p.length > 3 ? p[3] : 1}; };
+    const lum = ({r, g, b}) => { const f = v => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; };
+        return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b); };
+    const behind = e => { for (; e; e = e.parentElement) { const c = parse(getComputedStyle(e).backgroundColor);
+        if (c && c.a > 0.5) return c; } return {r: 255, g: 255, b: 255, a: 1}; };
+    const found = [];
+    document.querySelectorAll('.jp-Notebook .jp-Cell').forEach((cell, index) => {
+        const area = cell.querySelector('.jp-Cell-outputArea');
+        if (!area) return;
+        const walk = document.createTreeWalker(area, NodeFilter.SHOW_TEXT);
+        for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+            const e = n.parentElement;
+            if (!n.textContent.trim() || e.closest('svg, .jp-OutputPrompt') || !e.getClientRects().length) continue;
+            const bg = behind(e), c = parse(getComputedStyle(e).color);
+            const fg = {r: c.r * c.a + bg.r * (1 - c.a), g: c.g * c.a + bg.g * (1 - c.a), b: c.b * c.a + bg.b * (1 - c.a)};
+            const [hi, lo] = [lum(fg), lum(bg)].sort((x, y) => y - x);
+            const ratio = (hi + 0.05) / (lo + 0.05);
+            if (ratio < 4.5) found.push(`cell ${index + 1}: ${JSON.stringify(n.textContent.trim().slice(0, 60))} `
+                                        + `has contrast ${ratio.toFixed(1)}:1 (${getComputedStyle(e).color} on rgb(${bg.r}, ${bg.g}, ${bg.b}))`);
+        }
+    });
+    return found;
+}"""
+
+# Pictures that carry their own background (an opaque white card under Graphviz's SVG, an opaque
+# PNG), so that their dark lines and text read on a dark page too: the ones that do not.
+BACKGROUND_JS = """() => {""" + SVG_OF_IMG_JS + """
+    const found = [];
+    document.querySelectorAll('.jp-Notebook .jp-Cell').forEach((cell, index) => {
+        const area = cell.querySelector('.jp-Cell-outputArea');
+        if (!area) return;
+        const svgImages = [...area.querySelectorAll('img')].filter(i => i.src.startsWith('data:image/svg+xml'));
+        const graphs = [...area.querySelectorAll('svg g.graph'),
+                        ...svgImages.map(i => parsed(i.src).querySelector('g.graph')).filter(Boolean)];
+        for (const graph of graphs) {
+            const card = graph.querySelector(':scope > polygon');
+            const fill = card ? (card.getAttribute('fill') || '').toLowerCase() : '';
+            if (!['white', '#ffffff', '#fff'].includes(fill)) found.push(`cell ${index + 1}: a DAG has no white card (${fill || 'none'})`);
+        }
+        for (const img of area.querySelectorAll('img')) {
+            if (!img.naturalWidth || !img.src.startsWith('data:image/png')) continue;
+            const canvas = document.createElement('canvas');
+            canvas.width = img.naturalWidth; canvas.height = img.naturalHeight;
+            const context = canvas.getContext('2d');
+            context.drawImage(img, 0, 0);
+            const corners = [[0, 0], [img.naturalWidth - 1, 0], [0, img.naturalHeight - 1]];
+            if (corners.some(([x, y]) => context.getImageData(x, y, 1, 1).data[3] < 255))
+                found.push(`cell ${index + 1}: ${img.alt || 'a PNG'} has a transparent background`);
+        }
+    });
+    return found;
+}"""
+
+MIN_TEXT_PX = 96 / 72 * 10 - 0.05  # 10 pt at 100% zoom, in CSS pixels
+
+
+def fit_problems(page) -> list[str]:
+    """Every output area of the open notebook that is wider than its cell, clips a picture or widget
+    past its right edge, or shows picture text under 10 pt."""
+    found = []
+    for area in page.evaluate(FIT_JS):
+        where = f"cell {area['cell']}"
+        if area["scroll"] > area["client"]:
+            found.append(f"{where}: its output area scrolls ({area['scroll']} px wide in {area['client']} px)")
+        found += [f"{where}: an output scrolls: {o}" for o in area["outputs"]]
+        if area["past"]:
+            found.append(f"{where}: {len(area['past'])} elements reach past the cell's right edge, "
+                         f"the first {area['past'][:3]}")
+        found += [f"{where}: a picture's text is drawn at {px:.1f} px, under 10 pt" for px in area["svgText"]
+                  if px < MIN_TEXT_PX]
+        found += [f"{where}: {s}, so its text is shrunk" for s in area["shrunk"]]
+    return found
+
+
+def sidebar_width(page) -> float:
+    return page.evaluate(SIDEBAR_JS)
+
+
+def readability_problems(page) -> list[str]:
+    """Text in output areas with too little contrast, and pictures without a background of their own."""
+    return page.evaluate(CONTRAST_JS) + page.evaluate(BACKGROUND_JS)

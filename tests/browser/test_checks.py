@@ -1,5 +1,6 @@
-"""The checks of the notebook test can fail: a notebook broken on purpose is reported fault by fault,
-and the server and the browser leave no process behind."""
+"""The checks of the notebook tests can fail: a notebook broken on purpose is reported fault by fault,
+so is one whose outputs are too wide, too small or unreadable, and the server and the browser leave
+no process behind."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 
 from chromium import Chromium, missing_reason, require
 from lab_server import LabServer
-from notebook_page import NotebookPage
+from notebook_page import NotebookPage, fit_problems, readability_problems
 from processes import family, pids_with, still_running
 
 pytestmark = pytest.mark.xdist_group("browser")
@@ -66,3 +67,19 @@ def test_stopping_the_browser_ends_every_chromium_process(chromium):
     assert still_running(processes) == {}
     assert pids_with(browser.marker) == {}
     assert not browser.profile.exists()
+
+
+def test_outputs_too_wide_too_small_or_unreadable_are_reported(page, lab):
+    notebook = NotebookPage(page, lab, "fixtures/too_wide.ipynb").open()
+    notebook.run_all()
+    wide = fit_problems(page)
+    assert [p.split(":")[0] for p in wide] == ["cell 3", "cell 3", "cell 4", "cell 5", "cell 6"], wide
+    assert wide[0].startswith("cell 3: an output scrolls: div.lm-Widget.jp-RenderedHTMLCommon")
+    assert wide[1].startswith("cell 3: 1 elements reach past the cell's right edge")
+    assert wide[2].startswith("cell 4: ") and "elements reach past the cell's right edge" in wide[2]
+    assert wide[3].startswith("cell 5: an image drawn ") and wide[3].endswith("of 1600, so its text is shrunk")
+    assert wide[4].startswith("cell 6: a picture's text is drawn at 8.0 px, under 10 pt")
+    unreadable = readability_problems(page)
+    assert len(unreadable) == 3, unreadable
+    assert unreadable[0].startswith('cell 7: "pale grey text" has contrast 1.9:1 (rgb(187, 187, 187) on rgb(255, 255, 255))')
+    assert unreadable[1:] == ["cell 8: a PNG has a transparent background", "cell 9: a DAG has no white card (none)"]

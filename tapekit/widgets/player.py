@@ -1,0 +1,425 @@
+"""``BackwardPlayer``: watch one backward run, record by record, newest first.
+
+The program is replayed (as the ``TapeExplorer`` does: the user's own tapes are never touched) and a
+backward on its chosen output(s) is stepped through. Step 0 is the seed; step ``k`` is the state
+after the engine ran the ``k`` newest records, computed by the engine itself (``backward._run`` over
+those records, with tapekit's own rules); the last step is what ``tk.backward`` returns, with the
+gradients it missed and why, in tapekit's own words.
+"""
+
+from __future__ import annotations
+
+import html
+import warnings
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import ipywidgets as w
+import numpy as np
+
+from ..backward import Planned, _run, backward
+from ..errors import TapekitError
+from ..gradients import Gradients
+from ..history import coverage, history, home_of, live_store, plural
+from ..ids import set_name
+from ..ops.core import unbroadcast
+from ..tapes.base import Record, Tape
+from ..tensor import Tensor
+from ..viz.palette import CONSUMED, LEAF, MISSING, lighten
+from ..viz.picture import Picture
+from ..viz.scene import OpView, Scene, TensorView, capture
+from .replay import POLICIES, Moment, Replay
+from .views import ERROR_INK, SHRINK, row, static_html, svg_img
+
+SMALL = 6  # a gradient of at most this many values is shown in full, a larger one by its shape and norm
+RUNNING = "#000000"  # outline of the record running now, and of the gradients it sends
+FONT = "Helvetica"
+
+# The vector-Jacobian product each rule computes, one per operand: {g} is the gradient of the output
+# {out}, {0} and {1} are the operands. An op not listed here is written g_out · ∂out/∂x.
+MATHS = {
+    "add": ("{g}", "{g}"),
+    "sub": ("{g}", "-{g}"),
+    "mul": ("{g} * {1}", "{g} * {0}"),
+    "div": ("{g} / {1}", "-{g} * {0} / {1}²"),
+    "neg": ("-{g}",),
+    "exp": ("{g} * exp({0})",),
+    "log": ("{g} / {0}",),
+    "sin": ("{g} * cos({0})",),
+    "cos": ("-{g} * sin({0})",),
+    "tanh": ("{g} * (1 - {out}²)",),
+    "sigmoid": ("{g} * {out} * (1 - {out})",),
+    "relu": ("{g} * ({0} > 0)",),
+    "square": ("2 * {g} * {0}",),
+    "sqrt": ("{g} / (2 * {out})",),
+    "sum": ("{g}, copied to every element of {0}",),
+    "mean": ("{g} / n, copied to every element of {0}",),
+    "matmul": ("{g} @ {1}ᵀ", "{0}ᵀ @ {g}"),
+    "reshape": ("{g}, reshaped to {0}'s shape",),
+}
+
+
+@dataclass(frozen=True)
+class Step:
+    """The backward after ``record`` ran (``None``: only the seed so far): every gradient found so
+    far (tensor id -> array), what the record sent to each of its operands (aligned with
+    ``record.inputs``; ``None`` for a constant, or when no gradient reached the record's output),
+    and the maths of it, one line an operand."""
+
+    record: Record | None
+    grads: dict[int, np.ndarray]
+    arrived: tuple[np.ndarray | None, ...] = ()
+    maths: tuple[str, ...] = ()
+
+
+class BackwardPlayer:
+    """One backward of ``program`` (a function of a tape factory, as for ``TapeExplorer``) under
+    ``policy``, step by step: ``step`` (a slider, which the arrow keys move; ``play`` runs it) shows
+    the record being run highlighted on the DAG, every tensor's gradient so far, and the rule that
+    just ran as a line of maths. Records the backward cannot see (another tape holds them, or an
+    earlier backward consumed them) are drawn dashed; the last step is what backward returns, with
+    every missing gradient and why.
+
+    ``output``: the name of the program's tensor to run backward on, or a list of names for one
+    ``tk.backward([...])`` over all of them (default: the last tensor no op read). An output of more
+    than one value is seeded with ones, as its ``.sum()`` would be. Gradients are shown for every
+    tensor, even those a leaf set drops at the end (the last step says which are kept).
+
+    What is shown is kept as text: ``svg``, ``dot``, ``text``; ``steps`` holds every step's gradients.
+    Meant for the small programs of a lesson: step ``k`` reruns the ``k`` newest records.
+    """
+
+    def __init__(self, program: Callable[[Callable[[], Any]], Any], policy: str = "arc",
+                 output: str | Sequence[str] | None = None, step: int = 0) -> None:
+        self.program = program
+        self.output = output
+        self.policy = w.Dropdown(options=POLICIES, value=policy, description="policy",
+                                 layout=w.Layout(width="180px"))
+        self.play = w.Play(interval=1500, tooltip="run the steps one by one")
+        self.step = w.IntSlider(description="step", continuous_update=False, layout=w.Layout(width="420px"))
+        w.jslink((self.play, "value"), (self.step, "value"))
+        self.code, self.picture = w.HTML(), w.HTML(layout=w.Layout(flex="0 1 auto", min_width="0"))
+        self.panel = w.HTML(layout=w.Layout(flex="1 1 300px"))
+        self.svg = self.dot = self.text = ""
+        self.steps: list[Step] = []
+        side_by_side = w.Layout(display="flex", flex_flow="row wrap", align_items="flex-start")  # when they fit
+        self.widget = w.VBox([w.HBox([self.policy, self.play, self.step]), self.code,
+                              w.Box([self.picture, self.panel], layout=side_by_side)])
+        self._load(step)
+        self.policy.observe(lambda _: self._load(0), "value")
+        self.step.observe(lambda _: self.redraw(), "value")
+
+    # -- running the backward ----------------------------------------------------------------
+    def _load(self, step: int) -> None:
+        """Replay the program under the chosen policy, run its backward step by step, then for real."""
+        self.replay = Replay(self.program, self.policy.value)
+        moment = self.replay.run(None)
+        self.colours = self.replay.colours(moment)
+        self.problem = moment.error or ""
+        self.outputs = self._outputs(moment)
+        self.scene: Scene | None = None
+        self.steps, self.records, self.hidden = [], [], set()
+        self.result, self.returned, self.result_lines, self.tape_names = None, {}, [], ""
+        if self.outputs:  # the tapes backward runs, and their records, oldest first
+            stores = list({id(s): s for s in map(live_store, self.outputs) if s is not None}.values())
+            self.records = sorted({rec.id: rec for s in stores for rec in s.records}.values(), key=lambda r: r.id)
+            self.scene = self._scene(moment)
+            for tid, view in self.scene.tensors.items():
+                set_name(tid, view.name)  # so tapekit's messages name tensors as the picture does
+            self._run(stores)
+        with self.step.hold_trait_notifications(), self.play.hold_trait_notifications():
+            self.step.max = self.play.max = len(self.steps)
+            self.step.value = min(max(step, 0), len(self.steps))
+        self.redraw()
+
+    def _scene(self, moment: Moment) -> Scene:
+        """What the DAG shows: the outputs' history and every record their tapes hold (the backward
+        runs them all), with the tensors those records read and make."""
+        whole = capture(self.outputs + moment.outputs(), names=moment.tensors)
+        shown = {rec.out for rec in history(self.outputs) + self.records}
+        ops = tuple(op for op in whole.ops if op.out in shown)
+        used = {tid for op in ops for tid in (*op.inputs, op.out)} | {o.id for o in self.outputs}
+        return Scene(ops, {tid: v for tid, v in whole.tensors.items() if tid in used}, whole.tapes)
+
+    def _outputs(self, moment: Moment) -> list[Tensor]:
+        """The tensors to run backward on, by name; none (and a note in ``problem``) if one is unknown."""
+        ends = moment.outputs()
+        wanted = self.output if self.output is not None else [moment.name(ends[-1])] if ends else []
+        names = [wanted] if isinstance(wanted, str) else list(wanted)
+        unknown = [n for n in names if n not in moment.tensors]
+        if unknown or not names:
+            self.problem += (f"\nthe program has no tensor {', '.join(map(repr, unknown))} at its end: "
+                             f"choose output= among {', '.join(moment.tensors) or 'none'}").lstrip("\n")
+            return []
+        return [moment.tensors[n] for n in names]
+
+    def _run(self, stores: list[Tape]) -> None:
+        """The steps (each from the engine's own run of the newest records of ``stores``), then the
+        real backward."""
+        outputs, records = self.outputs, self.records
+        self.hidden = {rec.out for rec in coverage(outputs, stores).hidden}
+        self.tape_names = self._tape_names(stores)
+        planned = Planned([s.grads for s in stores])
+        planned.leaves, planned.clean = None, set()  # show every gradient; write into no tape's buffers
+        seeds = [out.device.xp.ones_like(out.data) for out in outputs]
+        device = outputs[0].device
+        try:
+            for k in range(len(records) + 1):
+                ran = records[len(records) - k:]
+                found = _run(ran, planned, outputs, seeds)
+                grads = {tid: np.array(device.to_numpy(a)) for tid, a in found.arrays.items()}
+                rec = ran[0] if ran else None
+                arrived, maths = self._sent(rec, device) if rec is not None else ((), [])
+                self.steps.append(Step(rec, grads, arrived, tuple(maths)))
+        except TapekitError:
+            pass  # a rule raised: the steps stop before it, and the real backward below says so
+        self.result, self.result_lines = _real_backward(outputs, seeds)
+        if self.result is None and len(self.steps) == len(records) + 1:
+            del self.steps[1:]  # backward refused before running any rule
+        elif self.result is not None:
+            self.returned = {tid: np.array(device.to_numpy(g)) for tid, g in self.result.items()}
+
+    def _sent(self, rec: Record, device: Any) -> tuple[tuple[np.ndarray | None, ...], list[str]]:
+        """What ``rec``'s rules send to each operand, from its output's gradient one step before,
+        and the maths of it: ``g_x += g_z * y = [4, 5]``, and the sum when ``x`` already had some."""
+        before, name = self.steps[-1].grads, self.scene.name
+        if rec.out not in before:
+            zeros = [name(t) for t in dict.fromkeys(rec.inputs) if t is not None and t not in before]
+            return (None,) * len(rec.inputs), [f"no gradient reaches {name(rec.out)}: it is not on the way to the "
+                                               f"output" + (f"; {', '.join(zeros)} get a zero entry" if zeros else "")]
+        g, xp = device.from_numpy(before[rec.out]), device.xp
+        forms = MATHS.get(rec.name)
+        operands = [_operand(rec, i, name) for i in range(len(rec.inputs))]
+        sent, lines, so_far = [], [], dict(before)
+        for i, (tid, shape, rule) in enumerate(zip(rec.inputs, rec.shapes, rec.rules)):
+            if tid is None or rule is None:
+                sent.append(None)
+                continue
+            gi = rule(g, *rec.saved)
+            summed = f", summed to its shape {shape}" if gi.shape != shape else ""  # it was broadcast
+            gi = np.array(device.to_numpy(unbroadcast(xp, gi, shape) if summed else gi))
+            sent.append(gi)
+            form = forms[i] if forms else "{g} · ∂{out}/∂" + operands[i]
+            lines.append(f"g_{name(tid)} += {form.format(*operands, g=f'g_{name(rec.out)}', out=name(rec.out))}"
+                         f"{summed} = {_value(gi)}")
+            if tid in so_far:
+                lines.append(f"    {name(tid)} is used again: g_{name(tid)} = {_value(so_far[tid])} + {_value(gi)}"
+                             f" = {_value(so_far[tid] + gi)}")
+                so_far[tid] = so_far[tid] + gi
+            else:
+                so_far[tid] = gi
+        return tuple(sent), lines
+
+    def _tape_names(self, stores: list[Tape]) -> str:
+        """``tape A is T0, tape B is T1``: the picture's names of the tapes tapekit's messages name."""
+        seen = {id(s): s for s in stores}
+        for rec in history(self.outputs):
+            home = home_of(rec)
+            if home is not None:
+                seen.setdefault(id(home), home)
+        tapes = sorted(seen.values(), key=lambda t: self.colours.rank(t._born))
+        return ", ".join(f"{self.colours.name(t._born)} is {t.label}" for t in tapes)
+
+    # -- showing a step ----------------------------------------------------------------------
+    @property
+    def at_end(self) -> bool:
+        """Whether the slider shows the end: what backward returns."""
+        return self.step.value == len(self.steps)
+
+    @property
+    def record(self) -> Record | None:
+        """The record that just ran at the current step (``None`` at the seed and at the end)."""
+        return None if self.at_end else self.steps[self.step.value].record
+
+    @property
+    def gradients(self) -> dict[str, np.ndarray]:
+        """The gradients shown at the current step, by tensor name."""
+        return self.grads_at(self.step.value)
+
+    def grads_at(self, k: int) -> dict[str, np.ndarray]:
+        """The gradients at step ``k``, by tensor name; at the end, those backward returned."""
+        if self.scene is None:
+            return {}
+        got = self.returned if k == len(self.steps) else self.steps[k].grads
+        return {self.scene.name(tid): g for tid, g in got.items() if tid in self.scene.tensors}
+
+    def redraw(self) -> None:
+        """Show the current step: its heading and maths, the DAG and the gradients."""
+        if self.scene is None:
+            self.text, self.dot, self.svg = self.problem, "", ""
+            self.code.value, self.picture.value, self.panel.value = _pre(self.problem), "", ""
+            return
+        heading, maths, listing = self._words()
+        self.text = "\n".join([self.problem, heading, *maths, *listing]).lstrip("\n")
+        problem = f'<div style="color:{ERROR_INK}">{html.escape(self.problem)}</div>' if self.problem else ""
+        self.code.value = (f'<div style="font-size:14px">{problem}<b>{html.escape(heading)}</b></div>'
+                           + _pre("\n".join(maths)))
+        self.panel.value = _pre("\n".join(listing))
+        picture = self._picture()
+        self.dot, self.svg = picture.source, picture.svg().replace("<svg ", f'<svg style="{SHRINK}" ', 1)
+        self.picture.value = self.svg
+
+    def _words(self) -> tuple[str, list[str], list[str]]:
+        """The step's heading, the maths of the rule just run, and the list of gradients."""
+        name, k, n = self.scene.name, self.step.value, len(self.records)
+        outs = ", ".join(name(o.id) for o in self.outputs)
+        if self.at_end:
+            return f"step {k} of {len(self.steps)}: backward on {outs} returns", [], self._result_listing()
+        listing = ["gradients so far:"] + [f"  {v.name:<4} {_value(self.steps[k].grads[tid])}"
+                                           if tid in self.steps[k].grads else f"  {v.name:<4} —"
+                                           for tid, v in self.scene.tensors.items()]
+        if k == 0:
+            seeded = [f"g_{name(o.id)} = {_value(self.steps[0].grads[o.id])}"
+                      + ("" if o.size == 1 else f"  (seeded with ones, as {name(o.id)}.sum() would be)")
+                      for o in self.outputs] if self.steps else []
+            runs = (f"backward on {outs} will run the {plural(n, 'record')} of its tapes, newest first"
+                    if len(self.steps) > 1 else f"backward on {outs} runs no record")
+            unseen = ([f"{plural(len(self.hidden), 'record')} of its history it cannot see (dashed): "
+                       + ", ".join(r.line() for r in history(self.outputs) if r.out in self.hidden)]
+                      if self.hidden else [])
+            return f"step 0 of {len(self.steps)}: the seed", [*seeded, runs, *unseen], listing
+        step = self.steps[k]
+        return (f"step {k} of {len(self.steps)}: record {k} of {n} (newest first) runs: {step.record.line()}",
+                step.maths, listing)
+
+    def _result_listing(self) -> list[str]:
+        """What backward returned for every tensor, or why it has no gradient; its errors and warnings."""
+        lines = []
+        if self.result is not None:
+            for tid, view in self.scene.tensors.items():
+                if tid not in self.result:
+                    lines.append(f"  ✗ {self.result.why_missing(tid)}")
+                elif self.result.is_complete(tid):
+                    lines.append(f"  ✓ {view.name} = {_value(self.returned[tid])}")
+                else:
+                    lines.append(f"  ½ {view.name} = {_value(self.returned[tid])}: incomplete, "
+                                 f"not all of its ways to the output ran")
+        lines += self.result_lines
+        lines.append(f"(in tapekit's messages, {self.tape_names})")
+        return lines
+
+    def _picture(self) -> Picture:
+        """The DAG at this step: the running record outlined, gradients in the tensors, unseen records dashed."""
+        step = None if self.at_end else self.steps[self.step.value]
+        graph = Picture("backward", graph_attr={"rankdir": "TB", "fontname": FONT, "nodesep": "0.3",
+                                                "ranksep": "0.3", "size": "8.5,20"},
+                        node_attr={"fontname": FONT, "fontsize": "12"},
+                        edge_attr={"arrowsize": "0.7", "fontname": FONT})
+        ids = {tid: f"t{i}" for i, tid in enumerate(self.scene.tensors, 1)}
+        grads, outputs = self.returned if step is None else step.grads, {o.id for o in self.outputs}
+        for tid, view in self.scene.tensors.items():
+            graph.node(ids[tid], **self._tensor_node(view, grads.get(tid), tid in outputs, missing=step is None))
+        ran = {rec.out for rec in (self.records[len(self.records) - self.step.value:] if step else self.records)}
+        for i, op in enumerate(self.scene.ops, 1):
+            running = step is not None and step.record is not None and op.out == step.record.out
+            graph.node(f"op{i}", **self._op_node(op, running, op.out in ran))
+            for tid, sent in zip(op.inputs, step.arrived if running else (None,) * len(op.inputs)):
+                if tid is None:
+                    continue
+                edge = {"color": "#555555"} if sent is None else {  # a gradient arriving: against the data
+                    "color": RUNNING, "penwidth": "2.5", "dir": "back", "fontsize": "11", "label": f" +{_value(sent)}"}
+                graph.edge(ids[tid], f"op{i}", **edge)
+            graph.edge(f"op{i}", ids[op.out], color=self.colours.colour(op.tape), penwidth="1.5")
+        graph.node("legend", self._legend(), shape="plaintext", fontsize="11")
+        graph.body.append("{rank=sink; legend}")  # below the DAG, so it does not widen it
+        return graph
+
+    def _tensor_node(self, view: TensorView, grad: np.ndarray | None, output: bool, missing: bool) -> dict[str, str]:
+        """A tensor as ``name | shape | g = ...``: its gradient so far, ``—`` for none yet or, once
+        backward is done (``missing``), a red ``✗``. An ``output`` of this backward is bold."""
+        colour = LEAF if view.leaf else self.colours.colour(view.made_on)
+        text = "—" if grad is None and not missing else "✗" if grad is None else _value(grad)
+        node = {"label": "|".join(map(_escape, (view.name, str(view.shape), f"g = {text}"))), "shape": "record",
+                "style": "filled", "color": colour, "fillcolor": "white" if view.leaf else lighten(colour, 0.75)}
+        if output:  # outlined in the colour of the tape it carries: the one backward runs
+            node.update(penwidth="3", fontname=f"{FONT}-Bold")
+            if view.carries is not None:
+                node["color"] = self.colours.colour(view.carries)
+        if text == "✗":
+            node["fontcolor"] = MISSING
+        return node
+
+    def _op_node(self, op: OpView, running: bool, ran: bool) -> dict[str, str]:
+        """An op: ``▶`` and a thick outline while it runs, ``✓`` once run, dashed if backward cannot see it."""
+        colour = self.colours.colour(op.tape)
+        node = {"label": op.name, "shape": "box", "style": "rounded,filled", "color": colour,
+                "fillcolor": lighten(colour, 0.5), "fontsize": "11", "height": "0.3", "margin": "0.08,0.04"}
+        if op.out in self.hidden:
+            node.update(label=f"{op.name} (not seen)", style="rounded,dashed", fillcolor="white",
+                        color=colour if op.tape is not None else CONSUMED)
+        elif running:
+            node.update(label=f"▶ {op.name}", color=RUNNING, penwidth="3.5", fontname=f"{FONT}-Bold")
+        elif ran:
+            node.update(label=f"✓ {op.name}", fillcolor="white")
+        return node
+
+    def _legend(self) -> str:
+        """An HTML-like table: one colour per tape, and the marks the player uses."""
+        rows = [_row(self.colours.colour(b), f"{self.colours.name(b)}: {t.policy}")
+                for b, t in sorted(self.scene.tapes.items(), key=lambda bt: self.colours.rank(bt[0]))]
+        rows += [_row("white", "▶ running now, sending gradients (thick arrows) to its operands"),
+                 _row("white", "✓ already run;  g = the gradient so far (— none yet)")]
+        if self.hidden:
+            rows.append(_row("white", "(not seen), dashed: in the history, but not on a tape this backward runs"))
+        rows.append(_row("white", "✗ no gradient (the last step says why)", MISSING))
+        return f'<<TABLE BORDER="0" CELLBORDER="1" CELLSPACING="0" CELLPADDING="3">{"".join(rows)}</TABLE>>'
+
+    # -- display -----------------------------------------------------------------------------
+    def static_html(self) -> str:
+        """The current step as plain HTML, for viewers that cannot run the widget."""
+        return static_html(f"{type(self).__name__}: policy {self.policy.value!r}, step {self.step.value} of "
+                           f"{self.step.max}", self.code.value, row(svg_img(self.svg), self.panel.value))
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
+        """The widget view, and the current step as HTML for readers without a kernel (GitHub, nbviewer)."""
+        return {**self.widget._repr_mimebundle_(**kwargs), "text/plain": repr(self), "text/html": self.static_html()}
+
+    def __repr__(self) -> str:
+        return (f"BackwardPlayer({getattr(self.program, '__name__', 'program')}, policy={self.policy.value!r}, "
+                f"step={self.step.value} of {self.step.max})")
+
+
+def _real_backward(outputs: list[Tensor], seeds: list[Any]) -> tuple[Gradients | None, list[str]]:
+    """``tk.backward`` on the replay's outputs: its gradients (``None`` if it raised), and the lines
+    saying what it raised or warned."""
+    lines = []
+    grads = None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            grads = backward(outputs, seeds=seeds)
+        except TapekitError as err:
+            lines.append(f"{type(err).__name__}: {err}")
+    return grads, lines + [f"{m.category.__name__}: {m.message}" for m in caught]
+
+
+def _operand(rec: Record, i: int, name: Callable[[int], str]) -> str:
+    """Operand ``i`` of ``rec`` in maths: its name, or a constant's value when the rules saved it."""
+    tid = rec.inputs[i]
+    if tid is not None:
+        return name(tid)
+    value = rec.saved[i] if len(rec.saved) == len(rec.inputs) else None
+    return f"{value:g}" if isinstance(value, (int, float)) else "c"
+
+
+def _value(g: np.ndarray) -> str:
+    """A gradient in a few characters: its values when it is small, else its shape and norm."""
+    if g.size > SMALL:
+        return f"{tuple(g.shape)} ‖g‖={float(np.linalg.norm(g)):.4g}"
+    return np.array2string(g, separator=", ", formatter={"float_kind": "{:.4g}".format}).replace("\n", "")
+
+
+def _escape(text: str) -> str:
+    """Text safe inside a DOT record label."""
+    for ch in "\\{}|<>\"":
+        text = text.replace(ch, "\\" + ch)
+    return text
+
+
+def _row(swatch: str, text: str, ink: str | None = None) -> str:
+    text = html.escape(text) if ink is None else f'<FONT COLOR="{ink}">{html.escape(text)}</FONT>'
+    return f'<TR><TD BGCOLOR="{swatch}" WIDTH="18"></TD><TD ALIGN="LEFT">{text}</TD></TR>'
+
+
+def _pre(text: str) -> str:
+    return f'<pre style="white-space:pre-wrap;font-size:14px;margin:4px 0">{html.escape(text)}</pre>'

@@ -1,0 +1,284 @@
+"""The backward player, driven headlessly: each step's record and gradients against a backward run
+by hand, on P4, P5 and a fan-out, under several policies; and the end against ``tk.backward``."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pytest
+
+import tapekit as tk
+
+from .dot_helpers import nodes
+
+BackwardPlayer = tk.widgets.BackwardPlayer
+E = math.e
+
+
+def p4(tape):
+    """P4 in the order of the seed complaint: zz first, so the merge moves zz's record to x's tape."""
+    dev = tk.Cpu()
+    x = dev.tensor([1., 2.]).trace(tape())
+    y = dev.tensor([4., 5.]).trace(tape())
+    zz = y * 2.0
+    z = x + y
+
+
+def p5(tape):
+    dev = tk.Cpu()
+    x = dev.tensor([1., 2.]).trace(tape())
+    y = dev.tensor([4., 5.]).trace(tape())
+    z = x + y
+    zz = y * 2.0
+
+
+def fan_out(tape):
+    """x reaches s three ways: twice through x * x, once through exp (on a tape of its own)."""
+    dev = tk.Cpu()
+    x = dev.tensor([0.5, 1.0]).trace(tape())
+    e = x.retaped().exp()
+    xx = x * x
+    y = e + xx
+    s = y.sum()
+
+
+def shared_fan_out(tape):
+    """The fan-out without retaped(), which a GlobalTape refuses: x meets its own tape three times."""
+    dev = tk.Cpu()
+    x = dev.tensor([0.5, 1.0]).trace(tape())
+    e = x.exp()
+    xx = x * x
+    s = (e + xx).sum()
+
+
+def unnumbered(text: str) -> str:
+    """``text`` without record ids and tape labels, which differ from run to run."""
+    return re.sub(r"#\d+|T\d+", "", text)
+
+
+def run_through(player: BackwardPlayer) -> list[tuple[str | None, dict]]:
+    """(name of the record just run, gradients by name) at every step but the end."""
+    seen = []
+    for k in range(player.step.max):
+        player.step.value = k
+        seen.append((player.record and player.record.name, player.gradients))
+    return seen
+
+
+def assert_steps(player: BackwardPlayer, expected: list[tuple[str | None, dict]]) -> None:
+    got = run_through(player)
+    assert [name for name, _ in got] == [name for name, _ in expected]
+    for k, ((_, grads), (_, want)) in enumerate(zip(got, expected)):
+        assert grads.keys() == want.keys(), f"step {k}"
+        for name, value in want.items():
+            assert np.allclose(grads[name], value), f"step {k}: g_{name} is {grads[name]}, not {value}"
+
+
+# -- each step against a backward by hand ------------------------------------------------------
+
+FAN_OUT = [  # newest first: sum, add, mul (x twice), exp
+    (None, {"s": 1}),
+    ("sum", {"s": 1, "y": [1, 1]}),
+    ("add", {"s": 1, "y": [1, 1], "e": [1, 1], "xx": [1, 1]}),
+    ("mul", {"s": 1, "y": [1, 1], "e": [1, 1], "xx": [1, 1], "x": [1, 2]}),
+    ("exp", {"s": 1, "y": [1, 1], "e": [1, 1], "xx": [1, 1], "x": [1 + E ** 0.5, 2 + E]}),
+]
+
+
+@pytest.mark.parametrize("policy", ["owned", "arc", "union"])
+def test_fan_out_steps_match_a_backward_by_hand(policy):
+    player = BackwardPlayer(fan_out, policy=policy)
+    assert [o.name for o in player.outputs] == ["s"]
+    assert_steps(player, FAN_OUT)
+
+
+@pytest.mark.parametrize("policy", ["arc", "union", "global"])
+def test_shared_fan_out_steps_match_a_backward_by_hand(policy):
+    player = BackwardPlayer(shared_fan_out, policy=policy)
+    unnamed = [(name, {"t1" if k == "y" else k: v for k, v in grads.items()}) for name, grads in FAN_OUT]
+    assert_steps(player, unnamed)  # e + xx has no name here: the picture calls it t1
+
+
+def test_each_contribution_to_a_fan_out_is_shown_as_it_arrives():
+    player = BackwardPlayer(fan_out, policy="union", step=3)
+    assert "g_x += g_xx * x = [0.5, 1]\ng_x += g_xx * x = [0.5, 1]\n" in player.text
+    assert "x is used again: g_x = [0.5, 1] + [0.5, 1] = [1, 2]" in player.text
+    sent = re.findall(r'\w+ -> \w+ \[label=" \+(\[[^\]]*\])".* dir=back', player.dot)
+    assert sent == ["[0.5, 1]", "[0.5, 1]"]  # both edges from x to x * x carry their share
+    player.step.value = 4
+    assert "g_x += g_e * exp(x) = [1.649, 2.718]" in player.text
+    assert "x is used again: g_x = [1, 2] + [1.649, 2.718] = [2.649, 4.718]" in player.text
+
+
+def test_the_record_being_run_is_highlighted_and_those_run_are_ticked():
+    player = BackwardPlayer(fan_out, policy="owned", step=2)
+    labels = {m[1] or m[2]: a for a in nodes(player.dot).values() if (m := re.search(r'label=(?:"([^"]*)"|(\w+))', a))}
+    assert "penwidth=3.5" in labels["▶ add"] and "✓ sum" in labels
+    assert {"exp", "mul"} <= labels.keys()  # not run yet
+    assert player.text.startswith("step 2 of 5: record 2 of 4 (newest first) runs: #")
+    assert "g_e += g_y = [1, 1]\ng_xx += g_y = [1, 1]" in player.text
+    assert labels["x|(2,)|g = —"] and labels["xx|(2,)|g = [1, 1]"]
+
+
+@pytest.mark.parametrize("policy", ["arc", "union", "global"])
+def test_p5_backward_over_both_outputs_steps_newest_first(policy):
+    player = BackwardPlayer(p5, policy=policy, output=["z", "zz"])
+    assert_steps(player, [  # zz = y * 2 is the newer record: it runs first
+        (None, {"z": [1, 1], "zz": [1, 1]}),
+        ("mul", {"z": [1, 1], "zz": [1, 1], "y": [2, 2]}),
+        ("add", {"z": [1, 1], "zz": [1, 1], "y": [3, 3], "x": [1, 1]}),
+    ])
+    player.step.value = 1
+    assert "g_y += g_zz * 2 = [2, 2]" in player.text
+    player.step.value = 2
+    assert "g_x += g_z = [1, 1]\ng_y += g_z = [1, 1]\n" in player.text
+    assert "    y is used again: g_y = [2, 2] + [1, 1] = [3, 3]" in player.text
+    player.step.value = player.step.max
+    assert "✓ x = [1, 1]" in player.text and "✓ y = [3, 3]" in player.text and "Warning" not in player.text
+
+
+def test_p4_under_arc_draws_the_record_backward_cannot_see_and_ends_with_why():
+    player = BackwardPlayer(p4, policy="arc", output="zz")
+    assert player.step.max == 1 and player.record is None  # zz's tape was left empty: nothing runs
+    assert re.search(r"1 record of its history it cannot see \(dashed\): #\d+ mul\(y \(2,\), const\) -> zz",
+                     player.text)
+    assert re.search(r'label="mul \(not seen\)".*style="rounded,dashed"', player.dot)
+    assert player.gradients.keys() == {"zz"}
+    player.step.value = 1
+    assert player.text.startswith("step 1 of 1: backward on zz returns")
+    why = tk.explain(tk.widgets.Replay(p4, "arc").run(None).tensors["zz"]).missing["y"]
+    assert why.startswith("y has no gradient: the record `#") and "lives on ArcTape T" in why
+    assert unnumbered(f"  ✗ {why}") in unnumbered(player.text)  # in the words of tk.explain
+    assert "IncompleteTapeWarning: backward on zz cannot see 1 record" in player.text
+    assert "(in tapekit's messages, tape A is T" in player.text
+    assert 'label="y|(2,)|g = ✗"' in player.dot and "fontcolor" in nodes(player.dot)["t1"]
+
+
+def test_p4_under_arc_on_z_runs_zz_record_too_since_the_merge_moved_it_there():
+    player = BackwardPlayer(p4, policy="arc", output="z")
+    assert_steps(player, [
+        (None, {"z": [1, 1]}),
+        ("add", {"z": [1, 1], "x": [1, 1], "y": [1, 1]}),
+        ("mul", {"z": [1, 1], "x": [1, 1], "y": [1, 1]}),
+    ])
+    assert "no gradient reaches zz: it is not on the way to the output" in player.text
+
+
+def test_p4_under_union_gives_y_a_zero_entry_then_its_gradient():
+    player = BackwardPlayer(p4, policy="union", output="zz")
+    assert_steps(player, [
+        (None, {"zz": [1, 1]}),
+        ("add", {"zz": [1, 1], "x": [0, 0], "y": [0, 0]}),
+        ("mul", {"zz": [1, 1], "x": [0, 0], "y": [2, 2]}),
+    ])
+    player.step.value = 1
+    assert "no gradient reaches z: it is not on the way to the output; x, y get a zero entry" in player.text
+
+
+# -- the end is what tk.backward returns --------------------------------------------------------
+
+@pytest.mark.parametrize("program, policy, output", [(fan_out, "owned", "s"), (p5, "union", ["z", "zz"]),
+                                                     (p4, "arc", "z"), (shared_fan_out, "global", None)])
+def test_the_last_run_step_is_what_backward_returns(program, policy, output):
+    player = BackwardPlayer(program, policy=policy, output=output)
+    player.step.value = player.step.max - 1
+    stepped = player.gradients
+    player.step.value = player.step.max
+    assert player.record is None
+    returned = player.gradients
+    assert returned.keys() <= stepped.keys()
+    for name, g in returned.items():
+        assert np.allclose(g, stepped[name])
+
+
+def consumed_first(tape):
+    dev = tk.Cpu()
+    x = dev.tensor([1., 2.]).trace(tape())
+    z = x * 3.0
+    g = z.sum().backward()
+
+
+def test_a_backward_that_refuses_runs_no_record_and_says_why():
+    player = BackwardPlayer(consumed_first, policy="union", output="z")
+    assert player.step.max == 1
+    player.step.value = 1
+    assert "TapeConsumedError: z's tape was consumed by the backward on" in player.text
+    assert "Traceback" not in player.text
+
+
+def with_leaves(tape):
+    dev = tk.Cpu()
+    x = dev.tensor([1., 2.])
+    w = dev.tensor([3., 4.]).trace(tk.UnionTape(leaves=[x]))
+    h = x * w
+    loss = h.sum()
+
+
+def test_a_leaf_set_keeps_only_the_leaves_at_the_end():
+    player = BackwardPlayer(with_leaves, policy="union")
+    player.step.value = player.step.max - 1
+    assert player.gradients.keys() == {"loss", "h", "x", "w"}  # every gradient, while it runs
+    player.step.value = player.step.max
+    assert player.gradients.keys() == {"x"}
+    assert "✗ w has no gradient: it is not in the leaf set of this backward" in player.text
+
+
+def broadcast(tape):
+    dev = tk.Cpu()
+    b = dev.tensor([1., 2.]).trace(tape())
+    h = dev.ones((3, 2)) + b
+    s = h.sum()
+
+
+def test_a_broadcast_operand_gets_its_gradient_summed_to_its_shape():
+    player = BackwardPlayer(broadcast, policy="union", step=2)
+    assert "g_b += g_h, summed to its shape (2,) = [3, 3]" in player.text
+    assert np.allclose(player.gradients["b"], [3, 3])
+
+
+def big(tape):
+    dev = tk.Cpu(seed=0)
+    x = dev.ones((3, 4)).trace(tape())
+    s = (x * 2.0).sum()
+
+
+def test_a_large_gradient_shows_its_shape_and_norm():
+    player = BackwardPlayer(big, policy="union", step=2)
+    assert "x    (3, 4) ‖g‖=6.928" in player.text
+
+
+# -- the widget --------------------------------------------------------------------------------
+
+def test_the_policy_dropdown_replays_and_restarts_at_the_seed():
+    player = BackwardPlayer(fan_out, policy="arc", step=3)
+    player.policy.value = "owned"
+    assert player.step.value == 0 and player.step.max == 5 and player.play.max == 5
+    assert "OwnedTape" in player.dot
+
+
+def test_a_program_error_and_an_unknown_output_show_as_text():
+    player = BackwardPlayer(p4, policy="owned", output="zz")
+    assert "`z = x + y` raised TapeMovedError" in player.text
+    assert [s.record and s.record.name for s in player.steps] == [None, "mul"]  # zz took y's tape
+    player = BackwardPlayer(p4, policy="arc", output="w")
+    assert player.steps == [] and player.svg == ""
+    assert "the program has no tensor 'w' at its end: choose output= among x, y, zz, z" in player.text
+
+
+def test_the_player_runs_on_a_replay_and_leaves_other_tapes_alone():
+    x = tk.Cpu().tensor([0.5, 1.0]).trace(tk.UnionTape())
+    s = (x * x).sum()
+    BackwardPlayer(fan_out, policy="union", step=4)
+    assert len(s.tape) == 2 and np.allclose(s.backward()[x], [1, 2])
+
+
+def test_the_player_displays_as_a_widget_with_a_static_picture():
+    player = BackwardPlayer(fan_out, policy="union", step=3)
+    bundle = player._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    assert bundle["text/html"].count('src="data:image/svg+xml;base64,') == 1  # kept by viewers that strip <svg>
+    assert "g_x += g_xx * x" in bundle["text/html"] and bundle["text/plain"] == repr(player)
+    assert player.picture.value == player.svg and 'style="max-width:100%;height:auto"' in player.svg
+    assert repr(player) == "BackwardPlayer(fan_out, policy='union', step=3 of 5)"
