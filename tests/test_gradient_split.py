@@ -64,7 +64,7 @@ def test_p5_union_tape_delivers_the_whole_gradient_in_one_part(zz_first):
 
 
 def test_worse_than_missing_a_partial_part_and_the_rest_missing():
-    """Tutorial 3: after a backward on zz.sum(), loss2 = (zz + y).sum() reaches y through zz (on A) and directly."""
+    """Tutorial 4: after a backward on zz.sum(), loss2 = (zz + y).sum() reaches y through zz (on A) and directly."""
     x, y, z, zz = p4(zz_first=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", tk.IncompleteTapeWarning)
@@ -147,7 +147,7 @@ def test_p3_one_value_leaf_under_owned_tape():
 
 
 def test_shares_add_up_to_one_when_the_parts_point_elsewhere_than_the_truth():
-    """Notebook 4's program under ArcTape: y's true gradient [2.5, 3] is [2, 4] on tape A plus [0.5, -1] missing."""
+    """Notebook 5's program under ArcTape: y's true gradient [2.5, 3] is [2, 4] on tape A plus [0.5, -1] missing."""
     dev = tk.Cpu()
     x, y, w = (dev.tensor(v, name=n).trace(tk.ArcTape()) for v, n in (([1., 2.], "x"), ([4., 5.], "y"),
                                                                        ([0.5, -1.], "w")))

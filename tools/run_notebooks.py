@@ -1,7 +1,7 @@
 """Execute the tutorial notebooks in place and stamp each code cell with a hash of its source.
 
     .venv/bin/python tools/run_notebooks.py                      # every numbered notebook
-    .venv/bin/python tools/run_notebooks.py notebooks/03_*.ipynb  # some of them
+    .venv/bin/python tools/run_notebooks.py notebooks/04_*.ipynb  # some of them
 
 Each notebook runs top to bottom in a fresh ``python3`` kernel (the one of the Python running this
 script) with ``notebooks/`` as its working directory. Outputs and widget state are saved in the file,
@@ -28,7 +28,7 @@ def source_sha(source: str) -> str:
 
 
 def numbered_notebooks() -> list[Path]:
-    """The tutorials, in order: ``notebooks/00_tour.ipynb`` ... ``08_*.ipynb``."""
+    """The tutorials, in order: ``notebooks/00_tour.ipynb`` ... ``09_*.ipynb``."""
     return sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
 
 

@@ -14,7 +14,7 @@ from notebook_page import NotebookPage, fit_problems, readability_problems
 
 pytestmark = pytest.mark.xdist_group("browser")
 
-TUTORIAL = "notebooks/03_partition_problem.ipynb"
+TUTORIAL = "notebooks/04_partition_problem.ipynb"
 THEMES = "lab/api/settings/@jupyterlab/apputils-extension:themes"
 
 
