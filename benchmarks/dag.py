@@ -16,7 +16,7 @@ import numpy as np
 
 import tapekit as tk
 
-from .measure import Contender
+from .measure import Contender, compiled
 from .peers import Peer, installed
 
 Step = tuple[str, int, int]  # (op, a, b): node ``len(inputs) + i`` is op(node a, node b)
@@ -101,6 +101,20 @@ def tapekit(xs: list[np.ndarray], steps: list[Step], outs: list[int], policy: ty
     return Contender(f"tapekit {policy.__name__}", run)
 
 
+def tapekit_compiled(xs: list[np.ndarray], steps: list[Step], outs: list[int]) -> Contender:
+    """The UnionTape step under ``tk.compile``: the inputs are its arguments."""
+    dev = tk.Cpu()
+
+    def step(*inputs: tk.Tensor) -> list[Any]:
+        traced = [x.trace(tk.UnionTape(leaves=[x])) for x in inputs]
+        nodes = _forward(traced, steps, tk.tanh)
+        g = tk.backward([nodes[o].sum() for o in outs])
+        return [g.get(x, np.zeros_like(v)) for x, v in zip(inputs, xs)]
+
+    program = tk.compile(step)
+    return compiled("tapekit compiled", lambda: program(*[dev.tensor(x) for x in xs]))
+
+
 def torch(xs: list[np.ndarray], steps: list[Step], outs: list[int], peer: Peer) -> Contender:
     torch = peer.module
 
@@ -141,4 +155,5 @@ def contenders(inputs: int, ops: int, outputs: int, shape: tuple[int, ...], peer
     steps, outs = program(inputs, ops, outputs)
     xs = values(inputs, shape)
     found = [floor(xs, steps, outs)] + [tapekit(xs, steps, outs, p) for p in (tk.UnionTape, tk.GlobalTape)]
+    found.append(tapekit_compiled(xs, steps, outs))
     return found + installed(sys.modules[__name__], peers, xs, steps, outs)

@@ -14,7 +14,7 @@ import numpy as np
 
 import tapekit as tk
 
-from .measure import Contender
+from .measure import Contender, compiled
 from .peers import Peer, installed
 
 LR = 0.01
@@ -75,6 +75,28 @@ def tapekit(params: list[np.ndarray], x: np.ndarray, onehot: np.ndarray) -> Cont
         return grads
 
     return Contender("tapekit OwnedTape", run)
+
+
+def tapekit_compiled(params: list[np.ndarray], x: np.ndarray, onehot: np.ndarray) -> Contender:
+    """The ``tapekit`` step under ``tk.compile``: the parameters (in the closure) are inputs, and the
+    in-place update of their storage is part of the program."""
+    dev = tk.Cpu()
+    ps = [dev.tensor(p.copy()) for p in params]
+    xs, targets = dev.tensor(x), dev.tensor(onehot)
+
+    def step(h: tk.Tensor, targets: tk.Tensor) -> list[Any]:
+        W1, b1, W2, b2, W3, b3 = ps
+        h = h.trace(tk.OwnedTape(leaves=ps))
+        h1 = (h @ W1 + b1).tanh()
+        h2 = (h1 @ W2 + b2).tanh()
+        g = tk.cross_entropy(h2 @ W3 + b3, targets).backward()
+        grads = [g[p] for p in ps]
+        for p, gp in zip(ps, grads):
+            p.data -= LR * gp
+        return grads
+
+    program = tk.compile(step)
+    return compiled("tapekit compiled", lambda: program(xs, targets))
 
 
 def torch(params: list[np.ndarray], x: np.ndarray, onehot: np.ndarray, peer: Peer) -> Contender:
@@ -149,5 +171,5 @@ def mygrad(params: list[np.ndarray], x: np.ndarray, onehot: np.ndarray, peer: Pe
 def contenders(batch: int, dims: tuple[int, ...], peers: dict[str, Peer]) -> list[Contender]:
     """The floor first, then tapekit, then every installed peer."""
     params, x, onehot = problem(batch, dims)
-    found = [floor(params, x, onehot), tapekit(params, x, onehot)]
+    found = [floor(params, x, onehot), tapekit(params, x, onehot), tapekit_compiled(params, x, onehot)]
     return found + installed(sys.modules[__name__], peers, params, x, onehot)

@@ -12,6 +12,13 @@ from .peers import PEERS
 Done = Sequence[tuple[Case, list[Result]]]
 FLOOR = "numpy floor"
 TAPEKIT = "tapekit OwnedTape"  # the policy ``x.trace()`` gives: the one the targets are for
+COMPILED = "tapekit compiled"  # the same steps under tk.compile (W1-W4)
+COMPILED_LIMITS = {"W1": 1.3, "W3": 1.3}  # W2's depend on the batch, W4's on the length
+
+
+def _first_call(r: Result) -> str:
+    seconds = r.extra.get("first_call")
+    return "" if seconds is None else f"{seconds * 1e3:,.0f} ms" if seconds < 10 else f"{seconds:,.1f} s"
 
 
 @dataclass
@@ -77,12 +84,38 @@ def targets(done: Done) -> list[Target]:
         if r.ratio:
             found.append(Target("W5", "peak memory at most 1.3x the floor", f"{r.ratio.median:.2f}x",
                                 r.ratio.median <= 1.3))
+    found += compiled_targets(done)
     w6 = [(c, r) for c, r in _find(done, "W6", "tapekit UnionTape") if r.seconds]
     if len(w6) > 1:
         (small, r_small), (big, r_big) = w6[0], w6[-1]
         first, last = small.shown(r_small.seconds), big.shown(r_big.seconds)
         found.append(Target("W6", "UnionTape merge cost flat in k",
                             f"{first:.2f} -> {last:.2f} µs/merge ({last / first:.2f}x)", last / first <= 1.5))
+    return found
+
+
+def compiled_targets(done: Done) -> list[Target]:
+    """The targets of ``tk.compile``: each compiled step's ratio to the floor, and W4 linear."""
+    found = []
+    w4 = []
+    for case, r in _find(done, "W1", COMPILED) + _find(done, "W2", COMPILED) + _find(done, "W3", COMPILED) + \
+            _find(done, "W4", COMPILED):
+        if not r.ratio:
+            continue
+        if case.workload == "W2":
+            limit = 1.05 if int(case.short.split()[-1]) <= 64 else 1.02
+        elif case.workload == "W4":
+            w4.append((case, r))
+            limit = 1.5
+        else:
+            limit = COMPILED_LIMITS[case.workload]
+        found.append(Target(case.workload, f"compiled, {case.short}: at most {limit}x the floor",
+                            f"{r.ratio.median:.2f}x (first call {_first_call(r)})", r.ratio.median <= limit))
+    if len(w4) > 1:
+        growth = w4[-1][1].ratio.median / w4[0][1].ratio.median
+        found.append(Target("W4", "compiled: linear in the chain length",
+                            f"ratio to the floor {' -> '.join(f'{r.ratio.median:.2f}x' for _, r in w4)} ({growth:.2f}x)",
+                            growth <= 1.25))
     return found
 
 
@@ -99,6 +132,8 @@ def _cell(case: Case, r: Result) -> tuple[str, str, str]:
         ratio, spread = f"{r.ratio.median:.2f}x", ""
     else:
         return "—", "—", r.note
+    if "first_call" in r.extra:
+        time += f"; first call (record + build) {_first_call(r)}"
     if "memory" in r.extra:
         m = r.extra["memory"]
         time += f"; {m.extra['peak_bytes'] / 2**20:,.2f} MiB peak ({m.ratio.median:.2f}x)" if m.ratio else f"; {m.note}"
@@ -109,13 +144,17 @@ def summary(done: Done) -> list[str]:
     """One row per case, one column per contender: the median ratio to the floor (for W5, of
     peak memory), or why there is none."""
     names = contender_names(done, floor=False)
-    lines = ["| workload | case | " + " | ".join(names) + " |", "|---|---|" + "---|" * len(names)]
+    first = any("first_call" in r.extra for _, results in done for r in results)
+    heads = names + (["first call of tapekit compiled"] if first else [])
+    lines = ["| workload | case | " + " | ".join(heads) + " |", "|---|---|" + "---|" * len(heads)]
     for case, results in done:
         by_name = {r.contender: r for r in results}
         cells = []
         for name in names:
             r = by_name.get(name)
             cells.append("" if r is None else f"{r.ratio.median:.2f}x" if r.ratio else "—")
+        if first:
+            cells.append(_first_call(by_name[COMPILED]) if COMPILED in by_name and case.time else "")
         lines.append(f"| {case.workload} | {case.short} | " + " | ".join(cells) + " |")
     return lines
 

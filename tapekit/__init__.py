@@ -16,6 +16,7 @@ from . import losses as _losses, ops as _ops
 from .tapes import ArcTape, GlobalTape, NoneTape, OwnedTape, Tape, UnionTape
 from .tensor import Tensor
 from . import nn, optim
+from .compile import CompileError, compile  # noqa: A004  (tk.compile shadows the builtin only as tk.compile)
 
 __version__ = "0.1.0"
 
@@ -30,7 +31,7 @@ def __getattr__(name: str):
 
 __all__ = [
     "Cpu", "Cuda", "Device", "Tensor", "Gradients", "backward", "detect_anomaly", "check_grads", "GradCheck", "explain", "tapes",
-    "nn", "optim",
+    "nn", "optim", "compile", "CompileError",
     "Tape", "NoneTape", "OwnedTape", "ArcTape", "UnionTape", "GlobalTape",
     "TapekitError", "ShapeError", "AxisError", "IndexingError", "DeviceMismatchError", "DeviceUnavailableError",
     "DTypeError", "InvalidArgumentError", "OperandError", "TapeError", "TapeMovedError", "TapeConsumedError", "TapePolicyError",

@@ -36,6 +36,19 @@ def test_every_workload_runs_with_tapekit_beside_its_floor(done) -> None:
     assert all(r.ratio.median == 1.0 for r in floor)
 
 
+def test_w1_to_w4_have_a_compiled_contender_whose_first_call_is_reported(done) -> None:
+    for case, results in done:
+        compiled = [r for r in results if r.contender == "tapekit compiled"]
+        if case.workload in ("W1", "W2", "W3", "W4"):
+            assert compiled, case.name
+            if case.time:
+                assert compiled[0].extra["first_call"] > 0
+    wanted = [t.wanted for t in report.targets(done)]
+    assert "compiled, 12 ops: at most 1.3x the floor" in wanted and "compiled: linear in the chain length" in wanted
+    summary = "\n".join(report.summary(done))
+    assert "tapekit compiled" in summary and "first call of tapekit compiled" in summary
+
+
 def test_w4_measures_peak_memory_of_the_longest_chain(done) -> None:
     longest = [results for case, results in done if case.workload == "W4"][-1]
     for r in longest:
