@@ -1,0 +1,228 @@
+"""Finding the inputs of one call: the places (``Cell``s) that hold its arrays, found in the
+arguments, in what ``fn`` reaches by name (its closure, the globals it names, ``self``), in the
+parameters of the modules and the state of the optimizers found there, and in gradient buffers
+made outside the step. Along the way it writes the call's key: everything a program is fixed to
+(shapes, dtypes, devices, tape policies, Python numbers, modules' modes, optimizers' settings,
+which cells hold the same array)."""
+
+from __future__ import annotations
+
+import inspect
+import numbers
+import types
+from typing import Any, Callable, Iterator
+
+from ..devices import Device
+from ..gradients import Gradients
+from ..ids import label
+from ..nn.module import Module
+from ..optim import Optimizer
+from ..tensor import Tensor
+from .tracer import is_array
+
+
+class Cell:
+    """A place that holds an input: ``obj.attr`` (a tensor's storage) or ``obj[key]`` (optimizer state)."""
+
+    __slots__ = ("obj", "key", "attr", "what")
+
+    def __init__(self, obj: Any, key: Any, attr: bool, what: str) -> None:
+        self.obj, self.key, self.attr, self.what = obj, key, attr, what
+
+    def get(self) -> Any:
+        return getattr(self.obj, self.key) if self.attr else self.obj[self.key]
+
+    def set(self, value: Any) -> None:
+        if self.attr:
+            setattr(self.obj, self.key, value)
+        else:
+            self.obj[self.key] = value
+
+
+def _describe(value: Any) -> tuple:
+    if is_array(value):
+        return ("array", tuple(value.shape), value.dtype)
+    return (type(value).__name__,)
+
+
+def in_words(what: Any) -> str:
+    """An input's description in words: ``argument x[0]`` for the path ``("arg", ("x", 0))``."""
+    if isinstance(what, tuple) and what[:1] == ("arg",):
+        path = what[1]
+        return "argument " + str(path[0]) + "".join(f"[{p!r}]" for p in path[1:])
+    return str(what)
+
+
+class Inputs:
+    """The inputs of one call: the cells that hold arrays, the devices, and the key of the call
+    (everything a program is fixed to: shapes, dtypes, devices, policies, settings)."""
+
+    def __init__(self, fn: Callable, args: tuple, kwargs: dict) -> None:
+        self.cells: list[Cell] = []
+        self.arg_tensors: list[Tensor] = []  # in the order they were found
+        self.devices: dict[int, Device] = {}
+        self.optimizers: list[Optimizer] = []
+        self.grads: list[Gradients] = []
+        self.key: list[tuple] = []
+        self._seen: set[tuple] = set()
+        self._objects: set[int] = set()
+        self.param_names: dict[int, str] = {}
+        try:
+            bound = inspect.signature(fn).bind(*args, **kwargs)
+            for name, value in bound.arguments.items():
+                self._walk_arg((name,), value)
+        except (TypeError, ValueError):
+            self._walk_arg(("args",), args)
+            self._walk_arg(("kwargs",), kwargs)
+        for name, obj in _captured(fn):
+            self._walk_captured(name, obj, 0)
+        from ..nn import module as _module
+        if _module._default_device is not None:
+            self.devices.setdefault(id(_module._default_device), _module._default_device)
+        # aliasing: which cells hold the same array
+        firsts: dict[int, int] = {}
+        values = [c.get() for c in self.cells]
+        self.alias = tuple(firsts.setdefault(id(v), i) if is_array(v) else i for i, v in enumerate(values))
+        self.key.append(("aliasing", self.alias))
+        self.frozen = tuple(self.key)
+
+    def _cell(self, obj: Any, key: Any, attr: bool, what: Any) -> None:
+        mark = (id(obj), key)
+        if mark in self._seen:
+            return
+        self._seen.add(mark)
+        cell = Cell(obj, key, attr, what)
+        value = cell.get()
+        self.cells.append(cell)
+        self.key.append((what, _describe(value)))
+
+    def _tensor(self, t: Tensor, what: Any) -> None:
+        """A tensor's storage as an input (the hot path of every call: kept short)."""
+        device = t.device
+        if id(device) not in self.devices:
+            self.devices[id(device)] = device
+        mark = (id(t), "data")
+        if mark in self._seen:
+            return
+        self._seen.add(mark)
+        data = t.data
+        self.cells.append(Cell(t, "data", True, what))
+        self.key.append((what, "array", data.shape, data.dtype, type(t._tape), device.place))
+
+    def _walk_arg(self, path: tuple, value: Any) -> None:
+        what = ("arg", path)  # made into words only when a message needs them
+        if isinstance(value, Tensor):
+            self.arg_tensors.append(value)
+            self._tensor(value, what)
+        elif isinstance(value, (list, tuple)):
+            self.key.append((what, type(value).__name__, len(value)))
+            for i, v in enumerate(value):
+                self._walk_arg(path + (i,), v)
+        elif isinstance(value, dict):
+            self.key.append((what, "dict", tuple(value)))
+            for k, v in value.items():
+                self._walk_arg(path + (k,), v)
+        elif isinstance(value, (Module, Optimizer, Device)):
+            self._object(in_words(what), value)
+        elif isinstance(value, (numbers.Number, str, bytes, type(None))):
+            self.key.append((what, type(value).__name__, value))
+        elif isinstance(value, Gradients):
+            self._gradients(in_words(what), value)
+        else:
+            self.key.append((what, type(value).__name__, id(value)))
+
+    def _gradients(self, what: str, g: Gradients) -> None:
+        """Gradient buffers made outside the step (``model.alloc_grads()``): each entry is an input,
+        and what a backward does to them (in place, or new entries) is put back after each call."""
+        if id(g) in self._objects:
+            return
+        self._objects.add(id(g))
+        self.grads.append(g)
+        self.key.append((f"{what} (a Gradients)", id(g), g.leaves))
+        self.key.append((f"the buffers of {what} that hold zeros (a backward writes into those)", frozenset(g._clean)))
+        self.key.append((f"the entries of {what} that it may update in place", frozenset(g._owned)))
+        self.key.append((f"the entries of {what} that are partial", frozenset(g._partial)))
+        for tid in list(g._arrays):
+            self._cell(g._arrays, tid, False, f"gradient of {label(tid)}")
+
+    def _walk_captured(self, name: Any, obj: Any, depth: int) -> None:
+        """What ``fn`` reaches by name: a module, an optimizer, a tensor, gradient buffers, or a list
+        or dict of them (one level deep, and only where its first item is one: a list of numbers or
+        arrays is data, read as constants)."""
+        if isinstance(obj, Gradients):
+            self._gradients(name, obj)
+        elif isinstance(obj, (Module, Optimizer, Device)):
+            self._object(name, obj)
+        elif isinstance(obj, Tensor):
+            self._tensor(obj, name)
+        elif depth < 1 and isinstance(obj, (list, tuple)) and obj and isinstance(obj[0], _FOUND):
+            for i, v in enumerate(obj):
+                self._walk_captured(f"{name}[{i}]", v, depth + 1)
+        elif depth < 1 and isinstance(obj, dict) and obj and isinstance(next(iter(obj.values())), _FOUND):
+            for k, v in obj.items():
+                self._walk_captured(f"{name}[{k!r}]", v, depth + 1)
+
+    def _object(self, name: str, obj: Any) -> None:
+        if id(obj) in self._objects:
+            return
+        self._objects.add(id(obj))
+        if isinstance(obj, Device):
+            self.devices.setdefault(id(obj), obj)
+        elif isinstance(obj, Module):
+            origin = obj._origin()
+            self.key.append((f"{name} (a {type(obj).__name__})", id(origin), id(obj),
+                             tuple(_settings(m) for m in _modules_of(origin))))
+            for pname, p in origin.named_parameters():
+                self.param_names.setdefault(p.id, pname)
+                self._tensor(p, f"parameter {pname}")
+        elif isinstance(obj, Optimizer):
+            self.optimizers.append(obj)
+            self.key.append((f"{name} (a {type(obj).__name__})", id(obj), _settings(obj)))
+            for pid, (p, state) in obj._state.items():
+                pname = self.param_names.get(p.id, label(p.id))
+                self._tensor(p, f"parameter {pname}")
+                for key in sorted(state):
+                    self._cell(state, key, False, f"{type(obj).__name__}'s {key} of {pname}")
+
+
+_FOUND = (Tensor, Module, Optimizer, Gradients, Device)
+
+
+def _settings(obj: Any) -> tuple:
+    return tuple((k, v) for k, v in sorted(vars(obj).items()) if not k.startswith("_")
+                 and isinstance(v, (numbers.Number, str, tuple, type(None)))) + (("training", getattr(obj, "training", None)),)
+
+
+def _modules_of(module: Module) -> Iterator[Module]:
+    from ..nn.module import _modules
+    return _modules(module)
+
+
+def _captured(fn: Callable) -> Iterator[tuple[str, Any]]:
+    """The objects ``fn`` can reach without arguments: its closure, the globals it names (and the
+    globals its nested functions name), and ``self`` of a bound method."""
+    owner = getattr(fn, "__self__", None)
+    if owner is not None:
+        yield "self", owner
+        for k, v in vars(owner).items() if hasattr(owner, "__dict__") else ():
+            yield f"self.{k}", v
+    fn = getattr(fn, "__func__", fn)
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return
+    for name, cell in zip(code.co_freevars, fn.__closure__ or ()):
+        try:
+            yield name, cell.cell_contents
+        except ValueError:
+            pass
+    space = fn.__globals__
+    for name in _names(code):
+        if name in space:
+            yield name, space[name]
+
+
+def _names(code: types.CodeType) -> Iterator[str]:
+    yield from code.co_names
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            yield from _names(const)

@@ -1,0 +1,169 @@
+"""What is swapped while a call is recorded, and put back however it ends: each device's array
+namespace ``xp``, its random generator and its ``tensor`` for recording proxies; ``emit`` in the
+ops, so that each op's array calls are grouped under it and its backward rules record theirs;
+the engine's ``backward``, to learn which slots are gradients; and ``Optimizer.update``, to
+group an update's arithmetic. tapekit's own code runs unchanged on top of these."""
+
+from __future__ import annotations
+
+import sys
+import types
+from typing import Any, Callable
+
+import numpy as np
+
+from ..devices import Device, dtype_name
+from ..gradients import Gradients
+from ..nn.module import Module
+from ..optim import Optimizer
+from ..tensor import Tensor
+from .inputs import Inputs
+from .recorder import Recorder, slots_in
+from .tracer import Tracer, tracers_in
+
+
+class _Namespace:
+    """A device's array namespace, recording: ``xp.tanh(x)`` is a step ``xp.tanh(x)``."""
+
+    def __init__(self, real: Any, rec: Recorder, path: str) -> None:
+        self._real, self._rec, self._path = real, rec, path
+        self._made: dict[str, Any] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        made = self._made.get(name)
+        if made is not None:
+            return made
+        value = getattr(self._real, name)
+        if isinstance(value, types.ModuleType) or (type(value).__name__ == "_CupyNamespace"):
+            made = _Namespace(value, self._rec, f"{self._path}.{name}")
+        elif callable(value) and not isinstance(value, type) and not isinstance(value, np.dtype):
+            rec, head = self._rec, f"{self._path}.{name}"
+            made = lambda *args, **kw: rec.call("call", head, value, args, kw)  # noqa: E731
+        else:
+            return value
+        self._made[name] = made
+        return made
+
+
+class _Generator:
+    """A device's random generator, recording: each draw is a step, so every call draws afresh."""
+
+    def __init__(self, real: Any, rec: Recorder, dev: str) -> None:
+        self._real, self._rec, self._dev = real, rec, dev
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._real, name)
+        if not callable(value):
+            return value
+        rec, head = self._rec, f"{self._dev}.rng.{name}"
+        return lambda *args, **kw: rec.call("call", head, value, args, kw)
+
+
+def _traced_tensor(device: Device, original: Callable, data: Any, dtype: Any = None, name: str | None = None) -> Tensor:
+    """``device.tensor(data)`` for data being recorded (a Dropout mask): the same conversion, recorded."""
+    if type(data) is not Tracer:
+        return original(data, dtype=dtype, name=name)
+    if dtype is None:
+        dtype = dtype_name(data.dtype) if np.dtype(dtype_name(data.dtype)).kind in "iub" else device.default_dtype
+    wanted = dtype_name(device.dtype(dtype))
+    array = device.from_numpy(data.astype(wanted, copy=False)) if isinstance(data.a, np.ndarray) else data
+    return device._wrap(array, name)
+
+
+class Patches:
+    """Everything swapped while a call is recorded, and put back however it ends."""
+
+    def __init__(self, rec: Recorder, inputs: Inputs) -> None:
+        self.rec, self.inputs, self.undo = rec, inputs, []
+
+    def __enter__(self) -> "Patches":
+        rec = self.rec
+        for i, dev in enumerate(self.inputs.devices.values()):
+            name = rec.bind(dev, "dev")
+            space = "xp" if i == 0 else f"{name}.xp"
+            if i == 0:
+                rec.globals["xp"] = dev.xp
+            for attr, value in (("xp", _Namespace(dev.xp, rec, space)),
+                                ("rng", _Generator(dev.rng, rec, name)),
+                                ("tensor", lambda data, dtype=None, name=None, _d=dev, _o=dev.tensor:
+                                 _traced_tensor(_d, _o, data, dtype, name))):
+                had = attr in vars(dev)
+                self.undo.append((dev, attr, vars(dev).get(attr), had))
+                setattr(dev, attr, value)
+        from ..ops import core
+        real = core.emit
+        for module in [m for n, m in list(sys.modules.items()) if n.startswith("tapekit") and m is not None]:
+            if getattr(module, "emit", None) is real:
+                self.undo.append((module, "emit", real, True))
+                module.emit = _recording_emit(real, rec)
+        engine = sys.modules["tapekit.backward"]
+        real_backward = engine.backward
+
+        def backward(*args: Any, **kw: Any) -> Gradients:
+            grads = real_backward(*args, **kw)
+            for tid, arr in grads._arrays.items():
+                if type(arr) is Tracer:
+                    rec.grad_of.setdefault(arr.slot, tid)
+            return grads
+
+        package = sys.modules["tapekit"]
+        self.undo.append((engine, "backward", real_backward, True))
+        engine.backward = backward
+        if getattr(package, "backward", None) is real_backward:
+            self.undo.append((package, "backward", real_backward, True))
+            package.backward = backward
+        real_update = Optimizer.update
+        self.undo.append((Optimizer, "update", real_update, True))
+
+        def update(opt: Optimizer, model: Module, grads: Gradients) -> None:
+            outer, rec.group, rec.mark = rec.group, ("update", type(opt).__name__), len(rec.steps)
+            try:
+                real_update(opt, model, grads)
+            finally:
+                rec.group, rec.mark = outer, len(rec.steps)
+
+        Optimizer.update = update
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for obj, attr, value, had in reversed(self.undo):
+            if had:
+                setattr(obj, attr, value)
+            else:
+                delattr(obj, attr)
+
+
+def _recording_emit(real: Callable, rec: Recorder) -> Callable:
+    def emit(name: str, out: Any, inputs: Any, rules: Any, saved: tuple, device: Any) -> Tensor:
+        result = real(name, out, inputs, rules, saved, device)
+        r = result._record
+        info = (None if r is None else r.id, name, tuple(getattr(t, "id", None) for t in inputs), result.id)
+        group = ("op", info)
+        wanted = {t.slot for t in tracers_in((out,) + tuple(saved))}
+        for step in reversed(rec.steps[rec.mark:]):  # the calls this op made: those its output and saved need
+            if step.group is None and step.out in wanted:
+                step.group = group
+                wanted.update(slots_in(step.args))
+                wanted.update(slots_in(step.kwargs))
+        rec.mark = len(rec.steps)
+        if type(result.data) is Tracer:
+            rec.info.setdefault(result.data.slot, info)
+        if r is not None:
+            r.rules = tuple(None if rule is None else _recording_rule(rule, rec, info, i)
+                            for i, rule in enumerate(r.rules))
+        return result
+
+    return emit
+
+
+def _recording_rule(rule: Callable, rec: Recorder, info: tuple, i: int) -> Callable:
+    def traced_rule(g: Any, *saved: Any, **kw: Any) -> Any:
+        outer, rec.group = rec.group, ("rule", info, i)
+        try:
+            return rule(g, *saved, **kw)
+        finally:
+            rec.group, rec.mark = outer, len(rec.steps)
+
+    if getattr(rule, "fills", False):
+        traced_rule.fills = True
+    return traced_rule

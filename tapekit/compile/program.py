@@ -1,0 +1,192 @@
+"""The program and the compiled step. ``Compiled`` finds a call's inputs and looks up the program
+recorded for its key: it records one (tracers in the cells, the patches on, ``fn`` run eagerly,
+then the source generated) when there is none, and otherwise runs it on the new arrays, puts
+written arrays and gradient buffers back in their cells and builds the result. A ``Program`` is
+one such recording: the compiled function, what it writes, the template of its result, and why it
+was recorded."""
+
+from __future__ import annotations
+
+import gc
+import warnings
+from typing import Any, Callable
+
+from ..devices import dtype_name
+from ..gradients import Gradients
+from .inputs import Inputs, in_words
+from .patches import Patches
+from .recorder import Recorder
+from .results import build_result, renumber, result_template, unwrap_result
+from .source import generate
+from .tracer import Tracer
+
+
+class Program:
+    """One recorded call: a Python function of the input arrays, and how to put its results back."""
+
+    def __init__(self, key: tuple, why: str, source: str, run: Callable, writes: list, results: Any,
+                 warned: list, first_seconds: float, steps: int) -> None:
+        self.key, self.why, self.source, self.run = key, why, source, run
+        self.writes, self.results, self.warned = writes, results, warned
+        self.first_seconds, self.steps = first_seconds, steps
+        self.calls = 0
+
+
+class Compiled:
+    """A step function that records itself once per kind of input and then replays. See ``tk.compile``."""
+
+    def __init__(self, fn: Callable) -> None:
+        self.fn = fn
+        self.__name__ = getattr(fn, "__name__", "step")
+        self.__doc__ = getattr(fn, "__doc__", None)
+        self.programs: dict[tuple, Program] = {}
+        self.history: list[Program] = []
+        self.last: Program | None = None
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        inputs = Inputs(self.fn, args, kwargs)
+        program = self.programs.get(inputs.frozen)
+        if program is None:
+            return self._record(inputs, args, kwargs)
+        self.last = program
+        program.calls += 1
+        cells = inputs.cells
+        outs = program.run(*[cells[i].get() for i in program.takes])
+        for i, slot in program.writes:
+            cells[i].set(outs[slot])
+        for g, (entries, slots, meta) in zip(inputs.grads, program.grads):
+            values = iter(slots)
+            g._arrays = {tid: outs[next(values)] if value is None else value for tid, value in entries}
+            g.leaves, g._owned, g._clean, g._partial, g._why = meta[0], set(meta[1]), set(meta[2]), set(meta[3]), dict(meta[4])
+            g._ran = None
+        for message, category in program.warned:
+            warnings.warn(message, category, stacklevel=2)
+        ids = {old: t.id for old, t in zip(program.results[1], inputs.arg_tensors)}
+        return build_result(program.results[0], outs, ids, inputs.arg_tensors)
+
+    # -- recording -------------------------------------------------------------------------------------
+    def _record(self, inputs: Inputs, args: tuple, kwargs: dict) -> Any:
+        import time
+        start = time.perf_counter()
+        rec = Recorder(self.__name__)
+        cells = inputs.cells
+        first: dict[int, Tracer] = {}
+        tracers = []
+        for i, cell in enumerate(cells):
+            value = cell.get()
+            t = first.get(inputs.alias[i])
+            if t is None:
+                t = first[i] = rec.slot(value, "input")
+            tracers.append(t)
+            cell.set(t)
+        warned: list = []
+        collecting = gc.isenabled()
+        gc.disable()  # a recording makes many small objects and frees none: the collector would walk them all, again and again
+        try:
+            with warnings.catch_warnings(record=True) as caught, Patches(rec, inputs):
+                warnings.simplefilter("always")
+                result = self.fn(*args, **kwargs)
+            warned = [(str(w.message), w.category) for w in caught]
+        finally:
+            ends = [cell.get() for cell in cells]
+            for cell, end in zip(cells, ends):
+                cell.set(end.a if type(end) is Tracer else end)
+            grads_after = [_grads_state(g) for g in inputs.grads]
+            _release_state(inputs)
+            if collecting:
+                gc.enable()
+        for message, category in warned:
+            warnings.warn(message, category, stacklevel=2)
+        writes = []
+        for i, (t, end) in enumerate(zip(tracers, ends)):
+            if type(end) is Tracer and end is not t:
+                writes.append((i, end.slot))
+        arg_ids = [t.id for t in inputs.arg_tensors]
+        template, outputs = result_template(result, inputs.arg_tensors)
+        grad_slots = [slot for state in grads_after for slot in state[1]]
+        needed = [slot for _, slot in writes] + outputs + grad_slots
+        gc.disable()
+        try:
+            source, run, nsteps = generate(rec, tracers, needed, self.__name__, inputs, len(self.history) + 1)
+        finally:
+            if collecting:
+                gc.enable()
+        slot_of = {slot: n for n, slot in enumerate(dict.fromkeys(needed))}
+        program = Program(inputs.frozen, self._why(inputs.frozen), source, run,
+                          [(i, slot_of[s]) for i, s in writes], (renumber(template, slot_of), arg_ids),
+                          warned, time.perf_counter() - start, nsteps)
+        program.takes = [i for i, a in enumerate(inputs.alias) if a == i]
+        program.grads = [(entries, [slot_of[s] for s in slots], meta) for entries, slots, meta in grads_after]
+        self.programs[inputs.frozen] = program
+        self.history.append(program)
+        self.last = program
+        return unwrap_result(result)
+
+    def _why(self, key: tuple) -> str:
+        if not self.history:
+            return "the first call"
+        before = dict((k[0], k[1:]) for k in self.history[-1].key)
+        now = dict((k[0], k[1:]) for k in key)
+        for name, value in now.items():
+            if name not in before:
+                return f"{in_words(name)} is new"
+            if before[name] != value:
+                return f"{in_words(name)} changed: {_short(before[name])} -> {_short(value)}"
+        gone = [in_words(name) for name in before if name not in now]
+        return f"{gone[0]} is gone" if gone else "its inputs changed"
+
+    # -- what it holds ----------------------------------------------------------------------------------
+    @property
+    def source(self) -> str:
+        """The Python source of the program the last call ran (or recorded)."""
+        if self.last is None:
+            return f"# {self.__name__} has not been called yet: the first call records its program"
+        return self.last.source
+
+    def __repr__(self) -> str:
+        n = len(self.history)
+        lines = [f"<tk.compile of {self.__name__}: {n} program{'s' if n != 1 else ''}"]
+        for i, p in enumerate(self.history, 1):
+            lines.append(f"  #{i}: {p.steps} array calls, recorded because of {p.why} "
+                         f"(record + build {p.first_seconds * 1e3:.1f} ms), replayed {p.calls} times")
+        return "\n".join(lines) + ">"
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, tuple) and len(value) == 1 and isinstance(value[0], frozenset):
+        return f"{len(value[0])} of them"
+    if isinstance(value, tuple) and value[:1] == ("array",):  # a tensor: its shape, dtype, tape and device
+        _, shape, dtype, *rest = value
+        tape = "no" if not rest or rest[0] is type(None) else rest[0].__name__
+        more = "" if not rest else f", {tape} tape, on {'/'.join(map(str, rest[1]))}"
+        return f"{dtype_name(dtype)} {tuple(shape)}{more}"
+    if isinstance(value, tuple) and len(value) == 1 and isinstance(value[0], tuple) and value[0][:1] == ("array",):
+        _, shape, dtype = value[0]
+        return f"{dtype_name(dtype)} {tuple(shape)}"
+    text = repr(value[0] if isinstance(value, tuple) and len(value) == 1 else value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _grads_state(g: Gradients) -> tuple:
+    """What a recording left in gradient buffers made outside it, with their real arrays put back:
+    the entries (tid, None for a slot, or the value), their slots, and the bookkeeping."""
+    entries, slots = [], []
+    for tid, value in list(g._arrays.items()):
+        if type(value) is Tracer:
+            entries.append((tid, None))
+            slots.append(value.slot)
+            g._arrays[tid] = value.a
+        else:
+            entries.append((tid, value))
+    return entries, slots, (g.leaves, frozenset(g._owned), frozenset(g._clean), frozenset(g._partial), dict(g._why))
+
+
+def _release_state(inputs: Inputs) -> None:
+    """Optimizer state made while recording holds tracers: give it its real arrays."""
+    for opt in inputs.optimizers:
+        for p, state in opt._state.values():
+            if type(p.data) is Tracer:
+                p.data = p.data.a
+            for k, v in list(state.items()):
+                if type(v) is Tracer:
+                    state[k] = v.a

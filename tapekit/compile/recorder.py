@@ -1,0 +1,208 @@
+"""The recorder: what one recording run collects. Every array the run touches gets a slot (an
+input, a constant made outside the program, or the result of a step); every array call made on
+tracers becomes a ``Step`` whose arguments are templates, with a ``Ref`` where a slot goes. Calls
+made inside a recorded call are its own business and are not noted. A value read while recording
+is given to tapekit's own checks and refused, with a ``CompileError`` naming the line, to the
+function being compiled."""
+
+from __future__ import annotations
+
+import numbers
+import operator
+import sys
+from typing import Any, Callable, Iterator
+
+import numpy as np
+
+from ..tensor import Tensor
+from .errors import CompileError
+from .tracer import Tracer, is_array, tracers_in
+
+
+class Ref:
+    """A slot in a step's arguments."""
+
+    __slots__ = ("slot",)
+
+    def __init__(self, slot: int) -> None:
+        self.slot = slot
+
+
+class Step:
+    """One line of the program: ``out = head(args, kwargs)`` in one of a few forms (``kind``)."""
+
+    __slots__ = ("kind", "head", "args", "kwargs", "out", "asarray", "effect", "group")
+
+    def __init__(self, kind: str, head: str, args: tuple, kwargs: dict, out: int | None, asarray: bool,
+                 effect: bool, group: Any) -> None:
+        self.kind, self.head, self.args, self.kwargs, self.out = kind, head, args, kwargs, out
+        self.asarray, self.effect, self.group = asarray, effect, group
+
+
+class Recorder:
+    """What one recording run collects: the values of the slots, the steps, the constants."""
+
+    def __init__(self, fn_name: str) -> None:
+        self.fn_name = fn_name
+        self.values: list[Any] = []  # slot -> its value in the recording run
+        self.kinds: list[str] = []  # slot -> "input", "const" or "step"
+        self.steps: list[Step] = []
+        self.consts: dict[int, int] = {}  # id of a constant array -> its slot
+        self.keep: list[Any] = []  # the constants as first seen, alive so their ids stay theirs
+        self.depth = 0  # > 0 inside a recorded call: calls made there are its own business
+        self.group: Any = None
+        self.mark = 0  # steps before this index have a group or belong to none
+        self.globals: dict[str, Any] = {"np": np, "asarray": np.asarray, "copy_of": _copy}
+        self.bound: dict[int, str] = {}  # id of an object the program refers to -> its global name
+        self.grad_of: dict[int, int] = {}  # slot of a gradient a backward returned -> its tensor id
+        self.info: dict[int, tuple] = {}  # slot -> (record id, op name, input ids, output id)
+
+    def slot(self, value: Any, kind: str) -> Tracer:
+        self.values.append(value)
+        self.kinds.append(kind)
+        return Tracer(value, len(self.values) - 1, self)
+
+    def bind(self, obj: Any, stem: str) -> str:
+        """A global name of the program for ``obj``."""
+        name = self.bound.get(id(obj))
+        if name is None:
+            name = f"{stem}{len(self.bound)}"
+            while name in self.globals:
+                name += "_"
+            self.bound[id(obj)] = name
+            self.globals[name] = obj
+            self.keep.append(obj)
+        return name
+
+    def template(self, value: Any) -> Any:
+        t = type(value)
+        if t is Tracer:
+            return Ref(value.slot)
+        if t is tuple or t is list:
+            return t(self.template(v) for v in value)
+        if t is dict:
+            return {k: self.template(v) for k, v in value.items()}
+        if t is slice:
+            return slice(self.template(value.start), self.template(value.stop), self.template(value.step))
+        if is_array(value):  # an array made outside the program: a constant
+            slot = self.consts.get(id(value))
+            if slot is None:
+                snapshot = _copy(value)
+                self.keep.append(value)
+                slot = self.consts[id(value)] = self.slot(snapshot, "const").slot
+            return Ref(slot)
+        return value
+
+    def call(self, kind: str, head: str, fn: Callable, args: tuple, kwargs: dict) -> Any:
+        """Compute ``fn(*args, **kwargs)`` on the real arrays and note it as a step."""
+        real_args, real_kw = _unwrap(args), _unwrap(kwargs)
+        if self.depth:
+            return fn(*real_args, **real_kw)
+        templates = self.template(args), self.template(kwargs)  # before the call: a constant it writes into is kept as it was
+        self.depth += 1
+        try:
+            res = fn(*real_args, **real_kw)
+        finally:
+            self.depth -= 1
+        traced = list(tracers_in(args)) + list(tracers_in(kwargs))
+        effect = kind in ("iop", "setitem") or "out" in kwargs or head.endswith(".at")
+        same = next((t for t in traced if t.a is res), None) if res is not None else None
+        if same is not None:  # the result is an operand: in place (recorded) or an alias (nothing to do)
+            if effect:
+                self._note(kind, head, templates, same.slot, False, True)
+            return same
+        if res is None:
+            if effect or kind == "call" or kind == "method":
+                self._note(kind, head, templates, None, False, True)
+            return None
+        asarray = False
+        if is_array(res):
+            if isinstance(res, np.generic):  # numpy made a scalar: keep 0-d arrays, as emit does
+                res, asarray = np.asarray(res), True
+        elif isinstance(res, (tuple, list)) and res and all(is_array(r) for r in res):
+            whole = self.slot(res, "step")
+            self._note(kind, head, templates, whole.slot, False, effect)
+            return type(res)(self.call("getitem", "", operator.getitem, (whole, i), {}) for i in range(len(res)))
+        elif not (traced and isinstance(res, numbers.Number)):
+            return res  # a dtype, a shape, a flag: static
+        out = self.slot(res, "step")
+        self._note(kind, head, templates, out.slot, asarray, effect)
+        return out
+
+    def _note(self, kind: str, head: str, templates: tuple, out: int | None, asarray: bool, effect: bool) -> None:
+        self.steps.append(Step(kind, head, templates[0], templates[1], out, asarray, effect, self.group))
+
+    def read(self, tracer: Tracer, how: str, read: Callable) -> Any:
+        """A value read while recording: tapekit's own checks get the value (fixed in the program);
+        the function being compiled gets a ``CompileError`` naming its line."""
+        frame, entry = sys._getframe(2), None
+        while frame is not None and frame.f_globals.get("__name__", "").startswith("tapekit"):
+            entry, frame = frame, frame.f_back
+        if entry is not None and entry.f_code not in _USER_READS:
+            return read(tracer.a)
+        if entry is not None:
+            how = _READ_NAMES.get(entry.f_code.co_name, how)
+        where = "" if frame is None else f" at {frame.f_code.co_filename}:{frame.f_lineno}"
+        line = _source_line(frame)
+        raise CompileError(
+            f"{how} reads a value of an array while tk.compile records {self.fn_name}(){where}"
+            f"{f': `{line}`' if line else ''}. A compiled step is a fixed program of array calls, so Python "
+            f"inside it cannot see values: a read would be frozen at the first call's value. Move the read out "
+            f"of {self.fn_name}: return the tensor and read it after the call (loss = step(x); "
+            f"print(float(loss))), or compute a branch on values with tk.where(cond, a, b).")
+
+
+_READ_NAMES = {"__bool__": "bool() of a tensor (an `if` or `while` on it)", "__float__": "float() of a tensor",
+               "item": ".item()", "numpy": ".numpy()", "tolist": ".tolist()", "__array__": "np.asarray() of a tensor",
+               "__repr__": "printing a tensor"}
+
+
+def _source_line(frame: Any) -> str:
+    if frame is None:
+        return ""
+    import linecache
+    return linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
+
+
+_USER_READS = {getattr(Tensor, name).__code__ for name in ("item", "tolist", "numpy", "__float__", "__bool__",
+                                                           "__array__", "__repr__")}
+
+
+def _copy(value: Any) -> Any:
+    if isinstance(value, np.ndarray):
+        return value.copy()
+    if isinstance(value, np.generic):
+        return np.asarray(value)
+    space = getattr(value, "__array_namespace__", None)
+    if space is not None:
+        return space().asarray(value, copy=True)
+    return value.copy()
+
+
+def _unwrap(value: Any) -> Any:
+    t = type(value)
+    if t is Tracer:
+        return value.a
+    if t is tuple or t is list:
+        return t(_unwrap(v) for v in value)
+    if t is dict:
+        return {k: _unwrap(v) for k, v in value.items()}
+    if t is slice:
+        return slice(_unwrap(value.start), _unwrap(value.stop), _unwrap(value.step))
+    return value
+
+
+def slots_in(template: Any) -> Iterator[int]:
+    """The slots a step's template refers to (its ``Ref``s, in nested tuples, lists, dicts and slices)."""
+    t = type(template)
+    if t is Ref:
+        yield template.slot
+    elif t is tuple or t is list:
+        for v in template:
+            yield from slots_in(v)
+    elif t is dict:
+        for v in template.values():
+            yield from slots_in(v)
+    elif t is slice:
+        for v in (template.start, template.stop, template.step):
+            yield from slots_in(v)

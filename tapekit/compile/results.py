@@ -1,0 +1,121 @@
+"""Results: what ``fn`` returned, kept as a template and rebuilt on each replay. The template is
+the result's structure (tuples, lists, dicts, tensors, gradients) with a slot for each of its
+arrays; a replay fills the slots with the program's outputs and makes fresh tensors and
+gradients, keyed by the new tensors' ids. The first call's own result gets its real arrays back."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..gradients import Gradients
+from ..tensor import Tensor
+from .tracer import Tracer
+
+
+def result_template(value: Any, arg_tensors: list) -> tuple[Any, list[int]]:
+    """The structure of ``fn``'s result with its arrays as slots, and the slots it needs."""
+    outputs: list[int] = []
+
+    def walk(v: Any) -> Any:
+        if type(v) is Tracer:
+            outputs.append(v.slot)
+            return ("slot", v.slot)
+        if isinstance(v, Tensor):
+            if any(v is t for t in arg_tensors):
+                return ("arg", next(i for i, t in enumerate(arg_tensors) if t is v))
+            data = v.data
+            if type(data) is not Tracer:
+                return ("value", v)
+            outputs.append(data.slot)
+            return ("tensor", data.slot, v.id, v.device, v.name)
+        if isinstance(v, Gradients):
+            entries = []
+            for tid, arr in v._arrays.items():
+                if type(arr) is Tracer:
+                    outputs.append(arr.slot)
+                    entries.append((tid, ("slot", arr.slot)))
+                else:
+                    entries.append((tid, ("value", arr)))
+            return ("grads", entries, v.leaves, dict(v._why), set(v._partial))
+        if isinstance(v, (list, tuple)):
+            return ("seq", type(v), [walk(x) for x in v])
+        if isinstance(v, dict):
+            return ("dict", [(k, walk(x)) for k, x in v.items()])
+        return ("value", v)
+
+    return walk(value), outputs
+
+
+def renumber(template: Any, slot_of: dict) -> Any:
+    kind = template[0]
+    if kind == "slot":
+        return ("slot", slot_of[template[1]])
+    if kind == "tensor":
+        return ("tensor", slot_of[template[1]]) + template[2:]
+    if kind == "grads":
+        entries = [(tid, renumber(e, slot_of)) for tid, e in template[1]]
+        return ("grads", entries) + template[2:]
+    if kind == "seq":
+        return ("seq", template[1], [renumber(t, slot_of) for t in template[2]])
+    if kind == "dict":
+        return ("dict", [(k, renumber(t, slot_of)) for k, t in template[1]])
+    return template
+
+
+def build_result(template: Any, outs: tuple, ids: dict, arg_tensors: list) -> Any:
+    """The result of a replayed call from its template: fresh tensors and gradients for its arrays."""
+    made: dict[int, int] = {}
+    todo: list = []
+
+    def walk(t: Any) -> Any:
+        kind = t[0]
+        if kind == "slot":
+            return outs[t[1]]
+        if kind == "arg":
+            return arg_tensors[t[1]]
+        if kind == "tensor":
+            tensor = Tensor(outs[t[1]], t[3], name=t[4])
+            made[t[2]] = tensor.id
+            return tensor
+        if kind == "seq":
+            items = [walk(x) for x in t[2]]
+            return t[1](items) if t[1] in (list, tuple) else t[1](*items)
+        if kind == "dict":
+            return {k: walk(x) for k, x in t[1]}
+        if kind == "grads":
+            g = Gradients()
+            todo.append((g, t))
+            return g
+        return t[1]
+
+    result = walk(template)
+    for g, (_, entries, leaves, why, partial) in todo:  # after the tensors: their new ids key the entries
+        def key(tid: int) -> int:
+            return ids.get(tid, made.get(tid, tid))
+        g._arrays = {key(tid): outs[e[1]] if e[0] == "slot" else e[1] for tid, e in entries}
+        g._owned = set(g._arrays)
+        g.leaves = None if leaves is None else frozenset(key(tid) for tid in leaves)
+        g._why = {key(tid): text for tid, text in why.items()}
+        g._partial = {key(tid) for tid in partial}
+    return result
+
+
+def unwrap_result(value: Any) -> Any:
+    """The first call's result, with the real arrays in place of tracers."""
+    if type(value) is Tracer:
+        return value.a
+    if isinstance(value, Tensor):
+        if type(value.data) is Tracer:
+            value.data = value.data.a
+        return value
+    if isinstance(value, Gradients):
+        for tid, arr in list(value._arrays.items()):
+            if type(arr) is Tracer:
+                value._arrays[tid] = arr.a
+        return value
+    if isinstance(value, (list, tuple)):
+        items = [unwrap_result(v) for v in value]
+        return type(value)(items) if type(value) in (list, tuple) else type(value)(*items)
+    if isinstance(value, dict):
+        return {k: unwrap_result(v) for k, v in value.items()}
+    return value

@@ -1,0 +1,161 @@
+"""Tracers: an array being recorded. A ``Tracer`` holds the real array and its slot in the program;
+it answers what an array says about itself without its values (shape, dtype, device) at once, and
+hands every operation on it (operators, methods, indexing, numpy functions and ufuncs) to its
+recorder, which computes the result on the real arrays and notes one step. Reading a value
+(``bool()``, ``float()``, ``.item()``) is the one thing it cannot record: it asks the recorder."""
+
+from __future__ import annotations
+
+import operator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
+
+import numpy as np
+
+from ..tensor import Tensor
+
+if TYPE_CHECKING:
+    from .recorder import Recorder
+
+
+class Tracer:
+    """An array being recorded: the real array ``a`` and its slot in the program."""
+
+    __slots__ = ("a", "slot", "rec")
+    __array_priority__ = 2000  # numpy defers to our operators
+
+    def __init__(self, a: Any, slot: int, rec: "Recorder") -> None:
+        self.a, self.slot, self.rec = a, slot, rec
+
+    # what an array says about itself without its values: static, not recorded
+    shape = property(lambda self: getattr(self.a, "shape", ()))
+    dtype = property(lambda self: self.a.dtype)
+    ndim = property(lambda self: getattr(self.a, "ndim", 0))
+    size = property(lambda self: getattr(self.a, "size", 1))
+    nbytes = property(lambda self: self.a.nbytes)
+    itemsize = property(lambda self: self.a.itemsize)
+    device = property(lambda self: self.a.device)
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self.a, name)
+        if callable(value) and not isinstance(value, type):
+            return lambda *args, **kw: self.rec.call("method", name, _Method(name), (self,) + args, kw)
+        if is_array(value):
+            return self.rec.call("getattr", name, operator.attrgetter(name), (self,), {})
+        return value
+
+    @property
+    def T(self) -> Any:
+        return self.rec.call("getattr", "T", operator.attrgetter("T"), (self,), {})
+
+    @property
+    def mT(self) -> Any:
+        return self.rec.call("getattr", "mT", operator.attrgetter("mT"), (self,), {})
+
+    def __len__(self) -> int:
+        return len(self.a)
+
+    def __iter__(self) -> Iterator[Any]:
+        return (self[i] for i in range(len(self.a)))
+
+    def __getitem__(self, key: Any) -> Any:
+        return self.rec.call("getitem", "", operator.getitem, (self, key), {})
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self.rec.call("setitem", "", operator.setitem, (self, key, value), {})
+
+    # reading a value: what a recorded program cannot do
+    def __bool__(self) -> bool:
+        return self.rec.read(self, "bool()", bool)
+
+    def __float__(self) -> float:
+        return self.rec.read(self, "float()", float)
+
+    def __int__(self) -> int:
+        return self.rec.read(self, "int()", int)
+
+    def __index__(self) -> int:
+        return self.rec.read(self, "an index", operator.index)
+
+    def item(self) -> Any:
+        return self.rec.read(self, ".item()", lambda a: a.item())
+
+    def tolist(self) -> Any:
+        return self.rec.read(self, ".tolist()", lambda a: a.tolist())
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        return self.rec.read(self, "np.asarray()", lambda a: np.asarray(a, dtype=dtype))
+
+    def __repr__(self) -> str:
+        return f"<array being recorded by tk.compile: slot {self.slot}, shape {self.shape}, dtype {self.dtype}>"
+
+    __hash__ = object.__hash__
+
+    # numpy functions and ufuncs called on a tracer (library code that calls numpy directly)
+    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        head = f"np.{ufunc.__name__}" + ("" if method == "__call__" else f".{method}")
+        return self.rec.call("call", head, getattr(ufunc, method), inputs, kwargs)
+
+    def __array_function__(self, func: Any, types_: Any, args: Any, kwargs: Any) -> Any:
+        return self.rec.call("call", f"np.{func.__name__}", func, args, kwargs)
+
+
+_BINARY = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%", "pow": "**",
+           "matmul": "@", "and": "&", "or": "|", "xor": "^", "lshift": "<<", "rshift": ">>"}
+_COMPARE = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+_UNARY = {"neg": "-", "pos": "+", "invert": "~", "abs": "abs"}
+
+
+def _operator_methods() -> None:
+    def binary(fn: Callable, sym: str) -> Callable:
+        return lambda self, other: self.rec.call("binop", sym, fn, (self, other), {})
+
+    def reflected(fn: Callable, sym: str) -> Callable:
+        return lambda self, other: self.rec.call("binop", sym, fn, (other, self), {})
+
+    def inplace(fn: Callable, sym: str) -> Callable:
+        return lambda self, other: self.rec.call("iop", sym, fn, (self, other), {})
+
+    def unary(fn: Callable, sym: str) -> Callable:
+        return lambda self: self.rec.call("unop", sym, fn, (self,), {})
+
+    for name, sym in _BINARY.items():
+        fn = getattr(operator, name + "_" if name in ("and", "or") else name)
+        setattr(Tracer, f"__{name}__", binary(fn, sym))
+        setattr(Tracer, f"__r{name}__", reflected(fn, sym))
+        setattr(Tracer, f"__i{name}__", inplace(getattr(operator, f"i{name}"), sym))
+    for name, sym in _COMPARE.items():
+        setattr(Tracer, f"__{name}__", binary(getattr(operator, name), sym))
+    for name, sym in _UNARY.items():
+        setattr(Tracer, f"__{name}__", unary(getattr(operator, name), sym))
+
+
+_operator_methods()
+
+
+class _Method:
+    """``a.name(*args)`` as a function of ``a``."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __call__(self, a: Any, *args: Any, **kw: Any) -> Any:
+        return getattr(a, self.name)(*args, **kw)
+
+
+def is_array(value: Any) -> bool:
+    """Whether ``value`` is an array of the device (not a Tensor, a type or a dtype)."""
+    return (hasattr(value, "shape") and hasattr(value, "dtype") and not isinstance(value, (type, np.dtype))
+            and not isinstance(value, Tensor))
+
+
+def tracers_in(value: Any) -> Iterator[Tracer]:
+    """The tracers among a call's arguments (in nested tuples, lists and dicts)."""
+    t = type(value)
+    if t is Tracer:
+        yield value
+    elif t is tuple or t is list:
+        for v in value:
+            yield from tracers_in(v)
+    elif t is dict:
+        for v in value.values():
+            yield from tracers_in(v)
