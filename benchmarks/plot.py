@@ -1,5 +1,6 @@
 """One figure of the results: the ratios to the floor of W1, W2, W3 and W5, the time per op of W4
-against the chain length, and the time per merge of W6 against the number of tapes."""
+against the chain length, and the time per merge of W6 against the number of tapes (a solid line
+per contender for the pairwise order, a dashed one for the small-left order)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
+from .merges import PAIRWISE, split  # noqa: E402
 from .report import Done, contender_names  # noqa: E402
 
 
@@ -52,7 +54,8 @@ def _ratio_bars(ax, done: Done, workloads: tuple[str, ...], title: str, colours:
 
 
 def _lines(ax, done: Done, workload: str, title: str, xlabel: str, colours: dict[str, str]) -> None:
-    """Time per unit against size, one line per contender, log-log."""
+    """Time per unit against size, one line per contender, log-log; the same colour for one
+    contender's orders of merging (W6), solid for pairwise, dashed for the others."""
     series: dict[str, list[tuple[float, float]]] = defaultdict(list)
     for case, results in done:
         if case.workload == workload:
@@ -62,7 +65,9 @@ def _lines(ax, done: Done, workload: str, title: str, xlabel: str, colours: dict
                     series[r.contender].append((size, case.shown(r.seconds)))
     for name, points in series.items():
         xs, ys = zip(*points)
-        ax.plot(xs, ys, marker="o", label=name, color=colours[name])
+        base, order = split(name)
+        ax.plot(xs, ys, marker="o" if order == PAIRWISE else "s", linestyle="-" if order == PAIRWISE else "--",
+                label=name, color=colours[base])
     ax.set_xscale("log")
     ax.set_yscale("log")
     _log_axis(ax.xaxis, "", subs=(1.0,))
@@ -83,7 +88,8 @@ def figure(done: Done, path: str, machine: str) -> None:
     _ratio_bars(axes[0, 2], done, ("W3",), "W3: wide DAG, backward over all outputs", colours)
     _lines(axes[1, 0], done, "W4", "W4: long chain, time per op", "chain length (ops)", colours)
     _ratio_bars(axes[1, 1], done, ("W5",), "W5: peak memory of the MLP step (tracemalloc)", colours)
-    _lines(axes[1, 2], done, "W6", "W6: time per merge", "merges", colours)
+    _lines(axes[1, 2], done, "W6", "W6: time per merge (solid: pairwise, dashed: small left)", "merges",
+           colours)
     handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in colours.values()]
     fig.legend(handles, list(colours), loc="lower center", ncol=len(colours), fontsize=8, frameon=False)
     fig.suptitle(f"tapekit benchmarks ({machine}): bars are ratios to the hand-written numpy floor, lower is "

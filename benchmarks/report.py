@@ -6,6 +6,7 @@ import itertools
 from dataclasses import dataclass
 from typing import Sequence
 
+from . import merges
 from .measure import Case, Result
 from .peers import PEERS
 
@@ -38,10 +39,14 @@ def _find(done: Done, workload: str, contender: str) -> list[tuple[Case, Result]
 
 def contender_names(done: Done, floor: bool = True) -> list[str]:
     """Every contender's name once, in the order they first appear, but tapekit's policies before
-    the peers (and the floor first, unless ``floor=False`` leaves it out)."""
+    the peers (and the floor first, unless ``floor=False`` leaves it out). W6's orders of merging
+    share a name: ``tapekit OwnedTape, small left`` is ``tapekit OwnedTape``."""
     names: list[str] = []
     for _, results in done:
-        names += [r.contender for r in results if r.contender not in names and (floor or r.contender != FLOOR)]
+        for r in results:
+            name = merges.split(r.contender)[0]
+            if name not in names and (floor or name != FLOOR):
+                names.append(name)
     return sorted(names, key=lambda name: (name != FLOOR, not name.startswith("tapekit")))
 
 
@@ -85,12 +90,13 @@ def targets(done: Done) -> list[Target]:
             found.append(Target("W5", "peak memory at most 1.3x the floor", f"{r.ratio.median:.2f}x",
                                 r.ratio.median <= 1.3))
     found += compiled_targets(done)
-    w6 = [(c, r) for c, r in _find(done, "W6", "tapekit UnionTape") if r.seconds]
-    if len(w6) > 1:
-        (small, r_small), (big, r_big) = w6[0], w6[-1]
-        first, last = small.shown(r_small.seconds), big.shown(r_big.seconds)
-        found.append(Target("W6", "UnionTape merge cost flat in k",
-                            f"{first:.2f} -> {last:.2f} µs/merge ({last / first:.2f}x)", last / first <= 1.5))
+    for order in merges.ORDERS:
+        w6 = [(c, r) for c, r in _find(done, "W6", merges.named("tapekit UnionTape", order)) if r.seconds]
+        if len(w6) > 1:
+            (small, r_small), (big, r_big) = w6[0], w6[-1]
+            first, last = small.shown(r_small.seconds), big.shown(r_big.seconds)
+            found.append(Target("W6", merges.named("UnionTape merge cost flat in k", order),
+                                f"{first:.2f} -> {last:.2f} µs/merge ({last / first:.2f}x)", last / first <= 1.5))
     return found
 
 
@@ -140,22 +146,32 @@ def _cell(case: Case, r: Result) -> tuple[str, str, str]:
     return time, ratio, spread + (f" ({r.note})" if r.note else "")
 
 
+def orders(results: list[Result]) -> list[str]:
+    """The orders of merging the results of one case were measured in (W6), ``[PAIRWISE]`` for any
+    other case."""
+    found = {merges.split(r.contender)[1] for r in results}
+    return [order for order in merges.ORDERS if order in found]
+
+
 def summary(done: Done) -> list[str]:
-    """One row per case, one column per contender: the median ratio to the floor (for W5, of
-    peak memory), or why there is none."""
+    """One row per case (per case and order of merging, where W6 has two), one column per
+    contender: the median ratio to the floor (for W5, of peak memory), or why there is none."""
     names = contender_names(done, floor=False)
     first = any("first_call" in r.extra for _, results in done for r in results)
     heads = names + (["first call of tapekit compiled"] if first else [])
     lines = ["| workload | case | " + " | ".join(heads) + " |", "|---|---|" + "---|" * len(heads)]
     for case, results in done:
         by_name = {r.contender: r for r in results}
-        cells = []
-        for name in names:
-            r = by_name.get(name)
-            cells.append("" if r is None else f"{r.ratio.median:.2f}x" if r.ratio else "—")
-        if first:
-            cells.append(_first_call(by_name[COMPILED]) if COMPILED in by_name and case.time else "")
-        lines.append(f"| {case.workload} | {case.short} | " + " | ".join(cells) + " |")
+        several = len(orders(results)) > 1
+        for order in orders(results):
+            cells = []
+            for name in names:
+                r = by_name.get(merges.named(name, order))
+                cells.append("" if r is None else f"{r.ratio.median:.2f}x" if r.ratio else "—")
+            if first:
+                cells.append(_first_call(by_name[COMPILED]) if COMPILED in by_name and case.time else "")
+            short = f"{case.short}, {order}" if several else case.short
+            lines.append(f"| {case.workload} | {short} | " + " | ".join(cells) + " |")
     return lines
 
 
@@ -170,7 +186,11 @@ def markdown(done: Done, machine: Sequence[str], repeats: int, plot: str | None)
               "memory in use before the step. Every contender's gradients were checked against the floor's "
               "before timing. Where Python's cyclic garbage collector took 10% of a run or more, the share is "
               "shown; in W6, which measures the cost of merging tapes, the collector is paused while a run "
-              "is timed.", ""]
+              "is timed. W6 adds its k tensors in two orders, timed against one floor (numpy runs the same "
+              "ops in either): pairwise, a tournament whose merges join tapes of equal size, and "
+              f"{merges.SMALL_LEFT}, x0 + (x1 + (x2 + ...)), whose every merge has a one-op tape on the left and "
+              "everything merged so far on the right (OwnedTape and ArcTape, whose left tape absorbs the "
+              f"right one, run it up to k = {merges.SMALL_LEFT_ABSORB_MAX_K:,}: it costs them O(k^2)).", ""]
     found = targets(done)
     if found:
         lines += ["## Targets", "", "| workload | target | measured | met |", "|---|---|---|---|"]

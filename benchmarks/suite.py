@@ -55,7 +55,7 @@ def cases(sizes: Sizes, peers: dict[str, Peer]) -> Iterator[Case]:
         yield Case("W5", f"peak memory of the W2 step at batch {batch}", f"batch {batch}", mlp.contenders(batch, sizes.mlp_dims, peers),
                    memory=True, time=False)
     for k in sizes.merges:
-        yield Case("W6", f"{k:,} tapes merged pairwise ({k - 1:,} merges), collector paused", f"k = {k:,}",
+        yield Case("W6", f"{k:,} tapes merged ({k - 1:,} merges), collector paused", f"k = {k:,}",
                    merges.contenders(k), unit="µs/merge", per=max(k - 1, 1), scale=1e6, collector=False)
 
 

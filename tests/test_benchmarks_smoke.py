@@ -9,7 +9,8 @@ import importlib
 import numpy as np
 import pytest
 
-from benchmarks import machine, plot, report, suite
+import tapekit as tk
+from benchmarks import machine, merges, plot, report, suite
 from benchmarks.measure import Contender
 from benchmarks.peers import find_peers
 
@@ -47,6 +48,48 @@ def test_w1_to_w4_have_a_compiled_contender_whose_first_call_is_reported(done) -
     assert "compiled, 12 ops: at most 1.3x the floor" in wanted and "compiled: linear in the chain length" in wanted
     summary = "\n".join(report.summary(done))
     assert "tapekit compiled" in summary and "first call of tapekit compiled" in summary
+
+
+def test_w6_merges_in_both_orders_under_each_policy(done) -> None:
+    policies = ("OwnedTape", "ArcTape", "UnionTape")
+    for case, results in [item for item in done if item[0].workload == "W6"]:
+        names = [r.contender for r in results]
+        assert names == ["numpy floor"] + [f"tapekit {p}" for p in policies] + \
+            [f"tapekit {p}, small left" for p in policies], case.name
+    summary = "\n".join(report.summary(done))
+    for k in suite.SMOKE.merges:
+        assert f"| W6 | k = {k}, pairwise | " in summary and f"| W6 | k = {k}, small left | " in summary
+    wanted = [t.wanted for t in report.targets(done)]
+    assert "UnionTape merge cost flat in k, small left" in wanted
+
+
+def test_w6_small_left_puts_a_one_op_tape_left_of_everything_merged_so_far(monkeypatch) -> None:
+    """The order the issue asked for: under OwnedTape each merge's left tape holds one op (its exp)
+    and the right one all the records before, so an absorb moves O(k) records."""
+    sizes = []
+    merge = tk.OwnedTape._merge
+
+    def spy(self, other, op):
+        sizes.append((len(self._records), len(other._records)))
+        return merge(self, other, op)
+
+    monkeypatch.setattr(tk.OwnedTape, "_merge", spy)
+    k = 16
+    merges.tapekit(merges.values(k), tk.OwnedTape, merges.SMALL_LEFT).once()
+    assert sizes == [(1, 1)] + [(1, 2 * j + 1) for j in range(1, k - 1)]
+    sizes.clear()
+    merges.tapekit(merges.values(k), tk.OwnedTape).once()  # pairwise: equal sizes
+    assert len(sizes) == k - 1 and all(left == right for left, right in sizes)
+
+
+def test_w6_leaves_the_quadratic_absorbs_out_above_their_largest_k() -> None:
+    top = merges.SMALL_LEFT_ABSORB_MAX_K
+    at = [c.name for c in merges.contenders(top)]
+    above = [c.name for c in merges.contenders(top + 1)]
+    assert "tapekit OwnedTape, small left" in at and "tapekit ArcTape, small left" in at
+    assert [n for n in above if n.endswith("small left")] == ["tapekit UnionTape, small left"]
+    assert merges.split("tapekit ArcTape, small left") == ("tapekit ArcTape", "small left")
+    assert merges.split("PyTorch eager (CPU)") == ("PyTorch eager (CPU)", "pairwise")
 
 
 def test_w4_measures_peak_memory_of_the_longest_chain(done) -> None:
