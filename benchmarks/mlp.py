@@ -59,30 +59,22 @@ def floor(params: list[np.ndarray], x: np.ndarray, onehot: np.ndarray) -> Conten
 def tapekit(params: list[np.ndarray], x: np.ndarray, onehot: np.ndarray) -> Contender:
     """tapekit ops written out (matmul, +, tanh) and ``tk.cross_entropy`` of the one-hot targets the
     floor takes; the input carries an OwnedTape whose leaf set is the parameters, dfdx's style."""
-    dev = tk.Cpu()
-    ps = [dev.tensor(p.copy()) for p in params]
-    xs, targets = dev.tensor(x), dev.tensor(onehot)
-
-    def run() -> list[Any]:
-        W1, b1, W2, b2, W3, b3 = ps
-        h = xs.trace(tk.OwnedTape(leaves=ps))
-        h1 = (h @ W1 + b1).tanh()
-        h2 = (h1 @ W2 + b2).tanh()
-        g = tk.cross_entropy(h2 @ W3 + b3, targets).backward()
-        grads = [g[p] for p in ps]
-        for p, gp in zip(ps, grads):
-            p.data -= LR * gp
-        return grads
-
-    return Contender("tapekit OwnedTape", run)
+    step, xs, targets = _tapekit_step(params, x, onehot)
+    return Contender("tapekit OwnedTape", lambda: step(xs, targets))
 
 
 def tapekit_compiled(params: list[np.ndarray], x: np.ndarray, onehot: np.ndarray) -> Contender:
     """The ``tapekit`` step under ``tk.compile``: the parameters (in the closure) are inputs, and the
     in-place update of their storage is part of the program."""
+    step, xs, targets = _tapekit_step(params, x, onehot)
+    program = tk.compile(step)
+    return compiled("tapekit compiled", lambda: program(xs, targets))
+
+
+def _tapekit_step(params: list[np.ndarray], x: np.ndarray, onehot: np.ndarray) -> tuple:
+    """One SGD step of the MLP in tapekit, on copies of ``params``, with its batch and targets."""
     dev = tk.Cpu()
     ps = [dev.tensor(p.copy()) for p in params]
-    xs, targets = dev.tensor(x), dev.tensor(onehot)
 
     def step(h: tk.Tensor, targets: tk.Tensor) -> list[Any]:
         W1, b1, W2, b2, W3, b3 = ps
@@ -95,8 +87,7 @@ def tapekit_compiled(params: list[np.ndarray], x: np.ndarray, onehot: np.ndarray
             p.data -= LR * gp
         return grads
 
-    program = tk.compile(step)
-    return compiled("tapekit compiled", lambda: program(xs, targets))
+    return step, dev.tensor(x), dev.tensor(onehot)
 
 
 def torch(params: list[np.ndarray], x: np.ndarray, onehot: np.ndarray, peer: Peer) -> Contender:

@@ -190,12 +190,10 @@ def finite_differences(f: Callable[[list[np.ndarray]], float], points: list[np.n
     return grads
 
 
-def backward_under(policy: str, program: Program, seeds: list[np.ndarray], preallocated: bool) -> list[np.ndarray]:
-    """Each input traced on its own tape of ``policy`` (one GlobalTape for all under ``global``);
-    the gradient of every input from one ``tk.backward`` over all outputs. ``preallocated``: the
-    tapes record into zeroed buffers for the inputs (what ``model.alloc_grads()`` gives), which
-    backward writes into in place."""
-    leaves = [DEV.tensor(v, dtype="float64") for v in program.values]
+def outputs_under(policy: str, program: Program, leaves: list[tk.Tensor], preallocated: bool) -> list[tk.Tensor]:
+    """The program's outputs with each input traced on its own tape of ``policy`` (one GlobalTape
+    for all under ``global``). ``preallocated``: the tapes record into zeroed buffers for the inputs
+    (what ``model.alloc_grads()`` gives), which backward writes into in place."""
 
     def grads_for(*tensors: tk.Tensor) -> tk.Gradients | None:
         if not preallocated:
@@ -208,7 +206,13 @@ def backward_under(policy: str, program: Program, seeds: list[np.ndarray], preal
     block = tk.GlobalTape(grads=grads_for(*leaves)) if policy == "global" else contextlib.nullcontext()
     with block as active:
         traced = [x.trace(active if policy == "global" else POLICIES[policy](grads=grads_for(x))) for x in leaves]
-        outs = run(program, traced, owned if policy == "owned" else shared)
+        return run(program, traced, owned if policy == "owned" else shared)
+
+
+def backward_under(policy: str, program: Program, seeds: list[np.ndarray], preallocated: bool) -> list[np.ndarray]:
+    """The gradient of every input from one ``tk.backward`` over all outputs (``outputs_under``)."""
+    leaves = [DEV.tensor(v, dtype="float64") for v in program.values]
+    outs = outputs_under(policy, program, leaves, preallocated)
     grads = tk.backward(outs, [DEV.tensor(s, dtype="float64") for s in seeds])
     return [DEV.to_numpy(grads[x]) for x in leaves]
 
