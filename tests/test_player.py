@@ -12,26 +12,10 @@ import pytest
 import tapekit as tk
 
 from .dot_helpers import nodes
+from .programs import p4, p5
 
 BackwardPlayer = tk.widgets.BackwardPlayer
 E = math.e
-
-
-def p4(tape):
-    """P4 in the order of the seed complaint: zz first, so the merge moves zz's record to x's tape."""
-    dev = tk.Cpu()
-    x = dev.tensor([1., 2.]).trace(tape())
-    y = dev.tensor([4., 5.]).trace(tape())
-    zz = y * 2.0
-    z = x + y
-
-
-def p5(tape):
-    dev = tk.Cpu()
-    x = dev.tensor([1., 2.]).trace(tape())
-    y = dev.tensor([4., 5.]).trace(tape())
-    z = x + y
-    zz = y * 2.0
 
 
 def fan_out(tape):

@@ -11,16 +11,9 @@ import pytest
 import tapekit as tk
 
 from .dot_helpers import BLUE, ORANGE, op_colours
+from .programs import p4
 
 widgets = tk.widgets
-
-
-def p4(tape):
-    dev = tk.Cpu()
-    x = dev.tensor([1., 2.]).trace(tape())
-    y = dev.tensor([4., 5.]).trace(tape())
-    zz = y * 2.0
-    z = x + y
 
 
 def p4_then_backward(tape):
@@ -270,7 +263,6 @@ def test_merge_viewer_under_global_says_there_is_no_merge():
 
 def test_a_notebook_read_without_running_shows_the_static_view():
     """nbconvert (as nbviewer runs it) picks the static HTML when the notebook holds no widget state."""
-    import nbformat
     from nbconvert import HTMLExporter
     from nbformat.v4 import new_code_cell, new_notebook, new_output
 
