@@ -147,7 +147,8 @@ def _run(records: list[Record], planned: Planned, outputs: Sequence[Tensor], see
     xp = device.xp
     found = Found(device)
     arrays, mine, have = found.arrays, found.mine, planned.arrays
-    get = arrays.get
+    get, nbytes_of = arrays.get, device.nbytes_of
+    fresh = fresh_bytes = 0  # arrays the rules made (found.made's count, kept in locals on the hot path)
     clean = set(planned.clean) if device.takes_out else ()  # zeroed buffers a rule may write into
     leaves = planned.leaves
     wanted = None  # with a leaf set: the ids whose gradients are of use (the rest is dropped at the end)
@@ -161,7 +162,9 @@ def _run(records: list[Record], planned: Planned, outputs: Sequence[Tensor], see
         for rec in reversed(records):
             tid = None
             rules, saved = rec.rules, rec.saved
-            g = _gradient_of(rec.out, found, have)
+            g = get(rec.out)
+            if rec.out in have:  # an entry the tape held before this backward adds to the gradient
+                g = have[rec.out] if g is None else have[rec.out] + g
             if g is None:  # not on the way to an output: its operands still get (zero) entries
                 for tid, shape in zip(rec.inputs, rec.shapes):
                     if tid is not None and tid not in arrays and tid not in have and (leaves is None or tid in leaves):
@@ -183,7 +186,8 @@ def _run(records: list[Record], planned: Planned, outputs: Sequence[Tensor], see
                 if checking:
                     anomaly.check_rule(rec, tid, gi, g, device)
                 if gi is not g:
-                    found.made(gi)
+                    fresh += 1
+                    fresh_bytes += nbytes_of(gi)
                 old = get(tid)  # _add's two common cases, inline on the hot path
                 if old is None:
                     arrays[tid] = gi
@@ -193,21 +197,14 @@ def _run(records: list[Record], planned: Planned, outputs: Sequence[Tensor], see
                     _add(found, tid, gi, xp)
             if leaves is not None and rec.out not in leaves:  # used, and no leaf: let it go now
                 arrays.pop(rec.out, None)
+        found.fresh += fresh
+        found.fresh_bytes += fresh_bytes
     except BaseException as err:
         found.undo(planned)
         if not isinstance(err, Exception) or isinstance(err, NonFiniteError):  # an interrupt stays one
             raise
         raise _rule_error(rec, tid, err) from err
     return found
-
-
-def _gradient_of(tid: int, found: Found, have: dict[int, Any]) -> Any:
-    """The gradient of a record's output: what this backward found, plus an entry the tape held."""
-    g = found.arrays.get(tid)
-    held = have.get(tid)
-    if held is None:
-        return g
-    return held if g is None else held + g
 
 
 def _add(found: Found, tid: int, grad: Any, xp: Any) -> None:

@@ -18,7 +18,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from .. import anomaly
-from ..devices import dtype_name, is_floating
+from ..devices import is_floating
 from ..errors import AxisError, DeviceMismatchError, OperandError, ShapeError, TapekitError
 from ..ids import label, next_id
 from ..tapes.base import MovedTape, Record, raise_spent
@@ -33,7 +33,8 @@ def emit(name: str, out: Any, inputs: Sequence[Any], rules: Sequence[Callable], 
     gradient. Tapes change only once the record is made: an op that fails leaves none merged or moved."""
     if type(out) is not np.ndarray and isinstance(out, np.generic):
         out = np.asarray(out)
-    if anomaly.on:
+    checking = anomaly.on
+    if checking:
         anomaly.check_output(name, out, inputs, device)
     device.count(out)
     tape = merging = None
@@ -71,7 +72,7 @@ def emit(name: str, out: Any, inputs: Sequence[Any], rules: Sequence[Callable], 
     key = shapes, out.shape
     rec = Record(rid, name, ids, _shapes.get(key) or shared_shapes(key), result.id, out.dtype, rules, saved, first,
                  others)
-    if anomaly.on:
+    if checking:
         anomaly.remember(rec)
     if merging is not None:
         tape = merge_tapes(merging, f"#{rid} {name}")
@@ -203,40 +204,27 @@ def normalize_axes(axis: Any, ndim: int, op: str) -> tuple[int, ...] | None:
     return () if ndim == 0 else tuple(sorted(out))
 
 
-def float_operands(device: Any, operands: Sequence[Any], why: Any) -> tuple | None:
+def float_operands(device: Any, operands: Sequence[Any]) -> tuple | None:
     """The operands with integer (and boolean) arrays cast to the float dtype PyTorch gives their
-    op, or None when there is nothing to cast. ``why`` is the float dtype numpy gave the result
-    (None when that is already PyTorch's), or the error a strict namespace raised on mixed kinds.
-
-    PyTorch's rule: integers beside a float array take its dtype (int64 * float32 is float32,
-    where numpy gives float64); integers alone, or beside a Python float, take the device's
-    default float (int32 / 2 is float32, where numpy gives float64)."""
-    if isinstance(why, TapekitError):  # an op's own refusal, not the namespace's
-        return None
+    op, or None when none of them is one: integers beside a float array take its dtype (int64 *
+    float32 is float32, where numpy gives float64); integers alone, or beside a Python float, take
+    the device's default float (int32 / 2 is float32, where numpy gives float64)."""
     arrays = [v for v in operands if hasattr(v, "dtype")]
-    if all(is_floating(v.dtype) for v in arrays) or not (isinstance(why, Exception) or is_floating(why)):
+    if all(is_floating(v.dtype) for v in arrays):
         return None
     floats = [v.dtype for v in arrays if is_floating(v.dtype)]
     want = device.xp.result_type(*floats) if floats else device.dtype(None)
-    if not isinstance(why, Exception) and dtype_name(why) == dtype_name(want):
-        return None
     xp = device.xp
     return tuple(xp.astype(v, want) if hasattr(v, "dtype") and not is_floating(v.dtype) else v for v in operands)
 
 
-def _float_operand(a: Tensor, err: Exception) -> Any:
-    """``a``'s integer values as the device's default float, for a namespace that refused them in
-    a float-valued function (array_api_strict's ``exp``); ``err`` again if ``a`` is a float."""
-    floats = float_operands(a.device, (a.data,), err)
+def refused_integers(err: TypeError, device: Any, operands: Sequence[Any]) -> tuple:
+    """The operands as floats, when the namespace refused integers with ``err`` (array_api_strict's
+    ``exp`` takes floats only, and ``int_array + 0.5`` mixes kinds); ``err`` again otherwise."""
+    floats = None if isinstance(err, TapekitError) else float_operands(device, operands)
     if floats is None:
         raise err
-    return floats[0]
-
-
-def _settled(fn: Callable, a: Tensor, out: Any, saved: tuple, *params: Any, **kw: Any) -> tuple:
-    """``fn``'s result again from float operands where numpy made an integer ``a`` float64."""
-    floats = float_operands(a.device, (a.data,), out.dtype)
-    return (out, saved) if floats is None else fn(a.device.xp, floats[0], *params, **kw)
+    return floats
 
 
 def binary(rule_x: Callable, rule_y: Callable) -> Callable[[Callable], Callable[[Any, Any], Tensor]]:
@@ -267,23 +255,28 @@ def binary(rule_x: Callable, rule_y: Callable) -> Callable[[Callable], Callable[
                 x, y = scalar(a, name), b.data
             try:
                 out, saved = fn(device.xp, x, y)
-            except (ValueError, TypeError) as err:
-                if isinstance(err, ValueError) and hasattr(x, "shape") and hasattr(y, "shape"):
+            except ValueError:
+                if hasattr(x, "shape") and hasattr(y, "shape"):
                     broadcast_shape(x.shape, y.shape, name)  # a ShapeError that names both shapes
-                floats = float_operands(device, (x, y), err) if isinstance(err, TypeError) else None
-                if floats is None:
-                    raise
-                out, saved = fn(device.xp, *floats)
+                raise
+            except TypeError as err:
+                out, saved = fn(device.xp, *refused_integers(err, device, (x, y)))
             else:
                 if out.dtype is not getattr(x, "dtype", None) and out.dtype is not getattr(y, "dtype", None):
-                    floats = float_operands(device, (x, y), out.dtype)
-                    if floats is not None:
-                        out, saved = fn(device.xp, *floats)
+                    out, saved = _as_pytorch_float(fn, device, out, saved, (x, y))
             return emit(name, out, (a, b), rules, saved, device)
 
         return op
 
     return decorate
+
+
+def _as_pytorch_float(fn: Callable, device: Any, out: Any, saved: tuple, operands: tuple, *params: Any,
+                      **kw: Any) -> tuple:
+    """``fn``'s result, computed again from float operands where numpy made integer operands a
+    float of its own choosing (float64, see ``float_operands``); otherwise as it is."""
+    floats = float_operands(device, operands) if is_floating(out.dtype) else None
+    return (out, saved) if floats is None else fn(device.xp, *floats, *params, **kw)
 
 
 def forward_of(fn: Callable) -> Callable[[Callable], Callable]:
@@ -317,18 +310,18 @@ def unary(rule: Callable) -> Callable[[Callable], Callable[..., Tensor]]:
             try:
                 out, saved = fn(a.device.xp, a.data, *params, **kw)
             except TypeError as err:
-                out, saved = fn(a.device.xp, _float_operand(a, err), *params, **kw)
+                out, saved = fn(a.device.xp, *refused_integers(err, a.device, (a.data,)), *params, **kw)
             if out.dtype is not a.data.dtype:
-                out, saved = _settled(fn, a, out, saved, *params, **kw)
+                out, saved = _as_pytorch_float(fn, a.device, out, saved, (a.data,), *params, **kw)
             return emit(name, out, (a,), rules, saved, a.device)
 
         def op_of_one(a: Tensor) -> Tensor:  # passing no *params, **kw saves a quarter of a microsecond
             try:
                 out, saved = fn(a.device.xp, a.data)
             except TypeError as err:
-                out, saved = fn(a.device.xp, _float_operand(a, err))
+                out, saved = fn(a.device.xp, *refused_integers(err, a.device, (a.data,)))
             if out.dtype is not a.data.dtype:
-                out, saved = _settled(fn, a, out, saved)
+                out, saved = _as_pytorch_float(fn, a.device, out, saved, (a.data,))
             return emit(name, out, (a,), rules, saved, a.device)
 
         return forward_of(fn)(op_of_one if _takes_only_xp_and_x(fn) else op)
