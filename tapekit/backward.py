@@ -12,7 +12,7 @@ from . import anomaly
 from .devices import is_floating
 from .errors import (BackwardError, DeviceMismatchError, DTypeError, IncompleteTapeWarning, NonFiniteError, ShapeError,
                      TapeConsumedError)
-from .gradients import Gradients, updatable
+from .gradients import Gradients, united_leaves, updatable
 from .history import Coverage, coverage, store_at
 from .ops.core import unbroadcast
 from .ids import label
@@ -94,8 +94,7 @@ class Planned:
         for g in grads:
             self.arrays.update(g._arrays)
             clean = (clean - g._arrays.keys()) | g._clean
-            if g.leaves is not None:
-                self.leaves = g.leaves if self.leaves is None else self.leaves | g.leaves
+            self.leaves = united_leaves(self.leaves, g.leaves)
         self.clean = clean
 
 

@@ -18,6 +18,12 @@ def updatable(array: Any) -> Any:
     return np.asarray(array) if isinstance(array, np.generic) else array
 
 
+def united_leaves(a: frozenset[int] | None, b: frozenset[int] | None) -> frozenset[int] | None:
+    """The leaf set of two merged tapes, as in dfdx: the sets unite, and a leaky side (``None``,
+    keep all) adds nothing to keep, so leaky with ``{b}`` is ``{b}``."""
+    return a if b is None else b if a is None else a | b
+
+
 def tensor_id(key: Any) -> int:
     """The id behind a tensor or an int id."""
     tid = getattr(key, "id", key)
@@ -155,8 +161,7 @@ class Gradients:
                         flags.discard(tid)
         self._why.update(other._why)
         self._partial |= other._partial
-        if other.leaves is not None:  # as in dfdx: leaf sets unite, and a leaky side adds nothing to keep
-            self.leaves = other.leaves if self.leaves is None else self.leaves | other.leaves
+        self.leaves = united_leaves(self.leaves, other.leaves)
         other._arrays, other._owned, other._clean, other._why, other._partial = {}, set(), set(), {}, set()
 
     # -- copies and pickles -----------------------------------------------------------------
