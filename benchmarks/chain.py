@@ -102,6 +102,27 @@ def torch(x0: np.ndarray, w0: np.ndarray, n: int, peer: Peer) -> Contender:
     return Contender(peer.title, run, memory=False)
 
 
+def torch_compile(x0: np.ndarray, w0: np.ndarray, n: int, peer: Peer) -> Contender:
+    """The chain's forward under ``torch.compile`` (static shapes); AOTAutograd compiles its backward."""
+    torch = peer.module
+    loss = torch.compile(lambda x, w: forward(x, w, n, torch.tanh).sum(), dynamic=False)
+
+    def run() -> list[np.ndarray]:
+        x = torch.tensor(x0, requires_grad=True)
+        w = torch.tensor(w0, requires_grad=True)
+        loss(x, w).backward()
+        return [x.grad.numpy(), w.grad.numpy()]
+
+    return peer.too_long(n) or compiled(peer.title, run, memory=False)
+
+
+def jax(x0: np.ndarray, w0: np.ndarray, n: int, peer: Peer) -> Contender:
+    """``jax.jit`` of the chain's gradient: one XLA program for the forward and the backward."""
+    jnp = peer.module.numpy
+    gradient = peer.module.jit(peer.module.grad(lambda x, w: jnp.sum(forward(x, w, n, jnp.tanh)), argnums=(0, 1)))
+    return peer.too_long(n) or compiled(peer.title, lambda: [np.asarray(g) for g in gradient(x0, w0)], memory=False)
+
+
 def autograd(x0: np.ndarray, w0: np.ndarray, n: int, peer: Peer) -> Contender:
     import autograd.numpy as anp
 

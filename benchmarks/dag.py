@@ -79,6 +79,12 @@ def _forward(nodes: list[Any], steps: list[Step], tanh: Any) -> list[Any]:
     return nodes
 
 
+def _outputs(inputs: Any, steps: list[Step], outs: list[int], tanh: Any) -> list[Any]:
+    """The output nodes of the program run on ``inputs``."""
+    nodes = _forward(list(inputs), steps, tanh)
+    return [nodes[o] for o in outs]
+
+
 def tapekit(xs: list[np.ndarray], steps: list[Step], outs: list[int], policy: type[tk.Tape]) -> Contender:
     """tapekit under UnionTape (every input traced on its own tape, with itself as its leaf set; the
     tapes and their leaf sets merge as the DAG joins) or GlobalTape (one tape records everything in
@@ -125,6 +131,32 @@ def torch(xs: list[np.ndarray], steps: list[Step], outs: list[int], peer: Peer) 
         return [np.zeros_like(v) if x.grad is None else x.grad.numpy() for x, v in zip(inputs, xs)]
 
     return Contender(peer.title, run, memory=False)
+
+
+def torch_compile(xs: list[np.ndarray], steps: list[Step], outs: list[int], peer: Peer) -> Contender:
+    """The DAG's forward under ``torch.compile`` (static shapes); AOTAutograd compiles its backward."""
+    torch = peer.module
+    sums = torch.compile(lambda *inputs: [n.sum() for n in _outputs(inputs, steps, outs, torch.tanh)], dynamic=False)
+
+    def run() -> list[np.ndarray]:
+        inputs = [torch.tensor(x, requires_grad=True) for x in xs]
+        torch.autograd.backward(sums(*inputs))
+        return [np.zeros_like(v) if x.grad is None else x.grad.numpy() for x, v in zip(inputs, xs)]
+
+    return peer.too_long(len(steps)) or compiled(peer.title, run, memory=False)
+
+
+def jax(xs: list[np.ndarray], steps: list[Step], outs: list[int], peer: Peer) -> Contender:
+    """``jax.jit`` of the gradient of the outputs' total: one XLA program (an input no output
+    reaches gets zeros, as the floor gives)."""
+    jnp = peer.module.numpy
+
+    def total(inputs: list) -> Any:
+        return sum(jnp.sum(n) for n in _outputs(inputs, steps, outs, jnp.tanh))
+
+    gradient = peer.module.jit(peer.module.grad(total))
+    return peer.too_long(len(steps)) or compiled(peer.title, lambda: [np.asarray(g) for g in gradient(list(xs))],
+                                                 memory=False)
 
 
 def autograd(xs: list[np.ndarray], steps: list[Step], outs: list[int], peer: Peer) -> Contender:

@@ -26,7 +26,7 @@ def describe(peers: dict[str, Peer], threads: int = 0) -> list[str]:
     """One line each: CPU and cores, Python, numpy, threads, and every peer's version or absence."""
     lines = [f"CPU: {cpu_model()}, {os.cpu_count()} cores",
              f"Python {platform.python_version()}, numpy {np.__version__}",
-             f"threads: {threads} for numpy's BLAS and PyTorch" if threads else "threads: each library's default"]
+             f"threads: {threads} for numpy's BLAS, PyTorch and XLA" if threads else "threads: each library's default"]
     for peer in peers.values():
         lines.append(f"{peer.title}: {peer.version if peer.present else peer.absent}")
     return lines

@@ -20,13 +20,15 @@ from typing import Any, Callable, Sequence
 class Contender:
     """One way to compute a case: ``run(state)`` does the whole step once and returns the arrays
     to check against the floor's (the gradients, in the case's order). ``setup()`` makes a fresh
-    ``state`` before each run, untimed (``None``: no state)."""
+    ``state`` before each run, untimed (``None``: no state). A contender with ``skipped`` set is not
+    run: the report gives the reason instead of a figure."""
 
     name: str
-    run: Callable[..., Any]
+    run: Callable[..., Any] | None
     memory: bool = True  # False where tracemalloc cannot see the allocations (PyTorch's C++ heap)
     setup: Callable[[], Any] | None = None
-    first_call: float | None = None  # seconds the first run took, where it differs from the rest (tk.compile records)
+    first_call: float | None = None  # seconds the first run took, where it differs from the rest (a compiler's)
+    skipped: str = ""
 
     def prepare(self) -> Callable[[], Any]:
         """A fresh state made now, and the run bound to it: a call of what this returns is one run
@@ -38,10 +40,10 @@ class Contender:
         return self.prepare()()
 
 
-def compiled(name: str, step: Callable[[], Any]) -> Contender:
-    """A contender whose first run records a ``tk.compile`` program (timed apart, as ``first_call``)
-    and whose later runs replay it."""
-    contender = Contender(name, step)
+def compiled(name: str, step: Callable[[], Any], memory: bool = True) -> Contender:
+    """A contender whose first run records or compiles its program (``tk.compile``, ``jax.jit``,
+    ``torch.compile``: timed apart, as ``first_call``) and whose later runs replay it."""
+    contender = Contender(name, step, memory=memory)
 
     def run() -> Any:
         if contender.first_call is None:

@@ -112,6 +112,61 @@ def torch(params: list[np.ndarray], x: np.ndarray, onehot: np.ndarray, peer: Pee
     return Contender(peer.title, run, memory=False)
 
 
+def torch_compile(params: list[np.ndarray], x: np.ndarray, onehot: np.ndarray, peer: Peer) -> Contender:
+    """The step's forward and loss under ``torch.compile`` (static shapes; AOTAutograd compiles the
+    backward), and the same eager SGD update as ``torch``'s."""
+    torch = peer.module
+    ps = [torch.tensor(p.copy(), requires_grad=True) for p in params]
+    xs, labels = torch.tensor(x), torch.tensor(onehot.argmax(axis=1))
+    F = torch.nn.functional
+
+    def forward(W1: Any, b1: Any, W2: Any, b2: Any, W3: Any, b3: Any) -> Any:
+        h1 = torch.tanh(xs @ W1 + b1)
+        h2 = torch.tanh(h1 @ W2 + b2)
+        return F.cross_entropy(h2 @ W3 + b3, labels)
+
+    loss = torch.compile(forward, dynamic=False)
+
+    def run() -> list[np.ndarray]:
+        for p in ps:
+            p.grad = None
+        loss(*ps).backward()
+        with torch.no_grad():
+            for p in ps:
+                p -= LR * p.grad
+        return [p.grad.numpy() for p in ps]
+
+    return compiled(peer.title, run, memory=False)
+
+
+def jax(params: list[np.ndarray], x: np.ndarray, onehot: np.ndarray, peer: Peer) -> Contender:
+    """``jax.jit`` of the whole step, gradients and the SGD update: it returns new parameters, which
+    the next step takes (JAX's arrays are immutable)."""
+    jax = peer.module
+    jnp = jax.numpy
+    batch = x.shape[0]
+
+    def loss(p: list, xs: Any, targets: Any) -> Any:
+        W1, b1, W2, b2, W3, b3 = p
+        h1 = jnp.tanh(xs @ W1 + b1)
+        h2 = jnp.tanh(h1 @ W2 + b2)
+        logits = h2 @ W3 + b3
+        return -jnp.sum(jax.nn.log_softmax(logits, axis=1) * targets) / batch
+
+    @jax.jit
+    def step(p: list, xs: Any, targets: Any) -> tuple[list, list]:
+        grads = jax.grad(loss)(p, xs, targets)
+        return [q - LR * g for q, g in zip(p, grads)], grads
+
+    state, xs, targets = [jnp.asarray(p) for p in params], jnp.asarray(x), jnp.asarray(onehot)
+
+    def run() -> list[np.ndarray]:
+        state[:], grads = step(state, xs, targets)
+        return [np.asarray(g) for g in grads]
+
+    return compiled(peer.title, run, memory=False)
+
+
 def autograd(params: list[np.ndarray], x: np.ndarray, onehot: np.ndarray, peer: Peer) -> Contender:
     import autograd.numpy as anp
     from autograd.scipy.special import logsumexp

@@ -1,13 +1,17 @@
 """The other autodiff libraries measured beside tapekit, when installed (``pip install -e '.[bench]'``).
 
 A peer that is not installed, or fails to import, is reported as absent with the reason; no figure
-is ever guessed for it.
+is ever guessed for it. Two peers are compilers (JAX's ``jit`` and ``torch.compile``): their first
+call traces and compiles, and is reported apart, as tapekit's compiled step's is. A compiler is not
+run on programs longer than it can compile here (``COMPILED_OPS_MAX``); the report says why.
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.metadata
+import os
+import sys
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -16,15 +20,26 @@ from .measure import Contender, first_line
 
 PEERS = {
     "torch": "PyTorch eager (CPU)",
+    "torch_compile": "torch.compile (CPU)",
+    "jax": "JAX jit (CPU)",
     "autograd": "HIPS autograd",
     "mygrad": "MyGrad",
 }
+MODULES = {"torch_compile": "torch"}  # a peer's module, where its key is not the module's name
+# The longest program each compiler is run on, and why (measured on the 2-core, 24 GiB machine of
+# benchmarks/results.md: W4's chain at 10,000 ops).
+COMPILED_OPS_MAX = {
+    "torch_compile": (1_000, "its first call takes 41 s at 1,000 ops, and more the longer the program"),
+    "jax": (1_000, "at 10,000 ops its first call ran out of the machine's 24 GiB of memory"),
+}
+XLA_ONE_THREAD = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
 
 
 @dataclass
 class Peer:
     """An importable peer library, or why it is absent."""
 
+    key: str
     title: str
     module: Any = None
     version: str = ""
@@ -34,22 +49,32 @@ class Peer:
     def present(self) -> bool:
         return self.module is not None
 
+    def too_long(self, ops: int) -> Contender | None:
+        """A contender that says why this peer is not run on a program of ``ops`` ops, or ``None``
+        when it is run."""
+        most, why = COMPILED_OPS_MAX.get(self.key, (ops, ""))
+        return None if ops <= most else Contender(self.title, run=None, skipped=f"not run above {most:,} ops: {why}")
+
 
 def find_peers(wanted: bool = True, threads: int = 0) -> dict[str, Peer]:
     """Every peer, imported where possible (``wanted=False``: all reported as not requested).
-    ``threads``: how many threads PyTorch computes with (0: its default)."""
+    ``threads``: how many threads PyTorch computes with (0: its default; XLA is told to use one
+    thread when it is 1, before JAX loads)."""
+    if threads == 1 and "jax" not in sys.modules:
+        os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {XLA_ONE_THREAD}".strip()
     peers = {}
     for key, title in PEERS.items():
-        peer = Peer(title)
+        peer = Peer(key, title)
+        name = MODULES.get(key, key)
         if not wanted:
             peer.absent = "not requested (--no-peers)"
         else:
             try:
-                peer.module = importlib.import_module(key)
-                peer.version = importlib.metadata.version(key)
+                peer.module = importlib.import_module(name)
+                peer.version = importlib.metadata.version(name)
             except Exception as err:  # ImportError, or a broken install
                 peer.absent = f"absent ({first_line(err, 60)})"
-        if key == "torch" and peer.present and threads:
+        if name == "torch" and peer.present and threads:
             peer.module.set_num_threads(threads)
         peers[key] = peer
     return peers

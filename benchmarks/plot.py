@@ -91,9 +91,9 @@ def figure(done: Done, path: str, machine: str) -> None:
     _lines(axes[1, 2], done, "W6", "W6: time per merge (solid: pairwise, dashed: small left)", "merges",
            colours)
     handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in colours.values()]
-    fig.legend(handles, list(colours), loc="lower center", ncol=len(colours), fontsize=8, frameon=False)
+    fig.legend(handles, list(colours), loc="lower center", ncol=min(len(colours), 6), fontsize=8, frameon=False)
     fig.suptitle(f"tapekit benchmarks ({machine}): bars are ratios to the hand-written numpy floor, lower is "
                  f"better", fontsize=10)
-    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
     fig.savefig(path, dpi=100)
     plt.close(fig)

@@ -86,17 +86,25 @@ def run(sizes: Sizes, peers: dict[str, Peer], log: Callable[[str], None] = print
     done = []
     for case in cases(sizes, peers):
         log(f"{case.workload}: {case.name}")
-        notes = check(case)
-        case.contenders = [c for c in case.contenders if not notes.get(c.name, "").startswith("failed")]
-        results = (time_interleaved(case.name, case.contenders, sizes.repeats, sizes.collect, case.collector)
-                   if case.time
-                   else memory_ratios(case.name, case.contenders, sizes.collect))
-        if case.time and case.memory:
-            memory = {r.contender: r for r in memory_ratios(case.name, case.contenders, sizes.collect)}
-            for r in results:
-                r.extra["memory"] = memory[r.contender]
-        failed = [Result(case.name, name, note=note) for name, note in notes.items() if note.startswith("failed")]
-        for r in results:
-            r.note = r.note or notes.get(r.contender, "")
-        done.append((case, results + failed))
+        done.append((case, run_case(case, sizes)))
     return done
+
+
+def run_case(case: Case, sizes: Sizes) -> list[Result]:
+    """Check, time and measure one case: a result per contender, those that failed or were
+    skipped last, with why."""
+    skipped = [Result(case.name, c.name, note=c.skipped) for c in case.contenders if c.skipped]
+    case.contenders = [c for c in case.contenders if not c.skipped]
+    notes = check(case)
+    case.contenders = [c for c in case.contenders if not notes.get(c.name, "").startswith("failed")]
+    results = (time_interleaved(case.name, case.contenders, sizes.repeats, sizes.collect, case.collector)
+               if case.time
+               else memory_ratios(case.name, case.contenders, sizes.collect))
+    if case.time and case.memory:
+        memory = {r.contender: r for r in memory_ratios(case.name, case.contenders, sizes.collect)}
+        for r in results:
+            r.extra["memory"] = memory[r.contender]
+    failed = [Result(case.name, name, note=note) for name, note in notes.items() if note.startswith("failed")]
+    for r in results:
+        r.note = r.note or notes.get(r.contender, "")
+    return results + failed + skipped

@@ -12,7 +12,8 @@ import pytest
 import tapekit as tk
 from benchmarks import machine, merges, plot, report, suite
 from benchmarks.measure import Contender
-from benchmarks.peers import find_peers
+from benchmarks.peers import PEERS as PEER_TITLES
+from benchmarks.peers import Peer, find_peers
 
 PEERS = find_peers(wanted=False)
 
@@ -46,8 +47,9 @@ def test_w1_to_w4_have_a_compiled_contender_whose_first_call_is_reported(done) -
                 assert compiled[0].extra["first_call"] > 0
     wanted = [t.wanted for t in report.targets(done)]
     assert "compiled, 12 ops: at most 1.3x the floor" in wanted and "compiled: linear in the chain length" in wanted
-    summary = "\n".join(report.summary(done))
-    assert "tapekit compiled" in summary and "first call of tapekit compiled" in summary
+    assert "tapekit compiled" in "\n".join(report.summary(done))
+    first = report.first_calls(done)
+    assert first[0] == "| workload | case | tapekit compiled |" and len(first) == 2 + 5  # W1, W2, W3, W4 twice
 
 
 def test_w6_merges_in_both_orders_under_each_policy(done) -> None:
@@ -147,3 +149,14 @@ def test_the_command_writes_its_report_only_where_told(tmp_path, capsys) -> None
     assert (tmp_path / "results.png").exists()
     assert "## Targets" in (tmp_path / "results.md").read_text(encoding="utf-8")
     assert "## W6" in capsys.readouterr().out
+
+
+def test_a_compiler_is_not_run_above_its_longest_program_and_the_report_says_why() -> None:
+    jax = Peer("jax", PEER_TITLES["jax"], module=object())
+    assert jax.too_long(1_000) is None
+    skipped = jax.too_long(10_000)
+    assert skipped.skipped.startswith("not run above 1,000 ops: ") and "24 GiB" in skipped.skipped
+    case = list(suite.cases(suite.SMOKE, PEERS))[0]
+    case.contenders.append(skipped)
+    done = suite.run_case(case, suite.SMOKE)
+    assert done[-1].contender == "JAX jit (CPU)" and done[-1].note == skipped.skipped and done[-1].seconds is None
