@@ -165,10 +165,7 @@ def _run(records: list[Record], planned: Planned, outputs: Sequence[Tensor], see
             if rec.out in have:  # an entry the tape held before this backward adds to the gradient
                 g = have[rec.out] if g is None else have[rec.out] + g
             if g is None:  # not on the way to an output: its operands still get (zero) entries
-                for tid, shape in zip(rec.inputs, rec.shapes):
-                    if tid is not None and tid not in arrays and tid not in have and (leaves is None or tid in leaves):
-                        arrays[tid] = xp.zeros(shape, dtype=rec.dtype, **device._placement())
-                        found.made(arrays[tid])
+                _zero_entries(found, rec, have, leaves, device)
                 continue
             for tid, shape, rule in zip(rec.inputs, rec.shapes, rules):
                 if rule is None or (wanted is not None and tid not in wanted):
@@ -204,6 +201,15 @@ def _run(records: list[Record], planned: Planned, outputs: Sequence[Tensor], see
             raise
         raise _rule_error(rec, tid, err) from err
     return found
+
+
+def _zero_entries(found: Found, rec: Record, have: dict[int, Any], leaves: frozenset[int] | None, device: Any) -> None:
+    """Zero gradients for the operands of ``rec``, a record no output reaches, that have no entry
+    yet (with a leaf set, for its leaves only)."""
+    for tid, shape in zip(rec.inputs, rec.shapes):
+        if tid is not None and tid not in found.arrays and tid not in have and (leaves is None or tid in leaves):
+            found.arrays[tid] = device.xp.zeros(shape, dtype=rec.dtype, **device._placement())
+            found.made(found.arrays[tid])
 
 
 def _add(found: Found, tid: int, grad: Any, xp: Any) -> None:

@@ -2,8 +2,7 @@
 gradients it would drop anyway, and lets go of used entries early; the history check that backward
 runs first agrees with the full walk; a moved handle's error is written when it is raised; a
 UnionTape's records stay at home after their first tape's holders are gone; records of the same
-shapes share one shape tuple; an op of one tensor and no parameters is called without packing any;
-concat and stack share rules made once."""
+shapes share one shape tuple; concat and stack share rules made once."""
 
 from __future__ import annotations
 
@@ -154,7 +153,7 @@ def test_the_shared_shapes_start_over_instead_of_growing_without_bound(monkeypat
     assert core.shared_shapes(key) is key and core.shared_shapes((((7,),), (7,))) is key
 
 
-def test_an_op_of_one_tensor_without_parameters_takes_no_more_arguments(cpu) -> None:
+def test_an_op_of_one_tensor_keeps_its_forwards_name_and_signature(cpu) -> None:
     x = cpu.tensor([0.5, -1.0])
     assert tk.ops.sigmoid.__name__ == "sigmoid" and tk.ops.sigmoid.__doc__.startswith("``1 / (1 + exp(-x))``")
     with pytest.raises(TypeError, match="positional argument"):

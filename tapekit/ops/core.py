@@ -293,12 +293,6 @@ def forward_of(fn: Callable) -> Callable[[Callable], Callable]:
     return wrap
 
 
-def _takes_only_xp_and_x(fn: Callable) -> bool:
-    code = fn.__code__
-    return code.co_argcount == 2 and not code.co_kwonlyargcount and not code.co_flags & (
-        inspect.CO_VARARGS | inspect.CO_VARKEYWORDS)
-
-
 def unary(rule: Callable) -> Callable[[Callable], Callable[..., Tensor]]:
     """An op of one tensor from ``fn(xp, x, *params) -> (out, saved)`` and its rule ``rule(g, *saved)``."""
     rules = (rule,)
@@ -315,15 +309,6 @@ def unary(rule: Callable) -> Callable[[Callable], Callable[..., Tensor]]:
                 out, saved = _as_pytorch_float(fn, a.device, out, saved, (a.data,), *params, **kw)
             return emit(name, out, (a,), rules, saved, a.device)
 
-        def op_of_one(a: Tensor) -> Tensor:  # passing no *params, **kw saves a quarter of a microsecond
-            try:
-                out, saved = fn(a.device.xp, a.data)
-            except TypeError as err:
-                out, saved = fn(a.device.xp, *refused_integers(err, a.device, (a.data,)))
-            if out.dtype is not a.data.dtype:
-                out, saved = _as_pytorch_float(fn, a.device, out, saved, (a.data,))
-            return emit(name, out, (a,), rules, saved, a.device)
-
-        return forward_of(fn)(op_of_one if _takes_only_xp_and_x(fn) else op)
+        return forward_of(fn)(op)
 
     return decorate
