@@ -337,6 +337,13 @@ class _CupyNamespace:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._cupy, name)
 
+    @staticmethod
+    def scatter_add(out: Any, index: Any, values: Any) -> None:
+        """``out[index] += values`` with duplicate indices summed (``cupyx.scatter_add``): a call of
+        the namespace, so that a compiled program records it."""
+        import cupyx
+        cupyx.scatter_add(out, index, values)
+
 
 class Cuda(Device):
     """NVIDIA GPU storage through CuPy (imported when the device is made)."""
@@ -374,9 +381,8 @@ class Cuda(Device):
         return self.cupy.asnumpy(array)
 
     def index_add(self, shape: tuple[int, ...], index: Any, values: Any) -> Any:
-        import cupyx
-        out = self.cupy.zeros(shape, dtype=values.dtype)
-        cupyx.scatter_add(out, index, values)
+        out = self.xp.zeros(shape, dtype=values.dtype)
+        self.xp.scatter_add(out, index, values)
         return out
 
     def _arguments(self) -> tuple:
