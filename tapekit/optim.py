@@ -31,7 +31,10 @@ class Optimizer:
             raise InvalidArgumentError(f"an optimizer takes the model to train, got a {type(model).__name__}")
         self.lr = checked_number(lr, "lr", lambda v: v > 0, "a positive number")
         self.weight_decay = checked_number(weight_decay, "weight_decay", lambda v: v >= 0, "a number, 0 or more")
-        self._state: dict[int, tuple[Tensor, dict[str, Any]]] = {}  # id: (parameter, state), made at its first update
+        # id: (parameter, state), made now for the model's parameters (so a compiled step's first call
+        # already sees the state it will update) and at the first update for any other
+        self._state: dict[int, tuple[Tensor, dict[str, Any]]] = {
+            p.id: (p, self._init_state(p)) for p in model._origin().parameters()}
 
     def update(self, model: Module, grads: Gradients) -> None:
         """One step for every parameter of ``model`` that has an entry in ``grads``."""

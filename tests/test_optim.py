@@ -136,3 +136,13 @@ def test_optimizer_reprs(cpu):
     assert repr(tk.optim.Sgd(model, lr=0.1, momentum=0.9)) == \
         "Sgd(lr=0.1, momentum=0.9, nesterov=False, weight_decay=0.0)"
     assert repr(tk.optim.Adam(model)) == "Adam(lr=0.001, betas=(0.9, 0.999), eps=1e-08, weight_decay=0.0)"
+
+
+def test_the_state_of_the_models_parameters_exists_before_the_first_update(cpu):
+    """So the first call of a compiled training step already sees the state it updates, and its
+    second call replays instead of recording again."""
+    model = tk.nn.Linear(3, 2, device=cpu)
+    adam, momentum = tk.optim.Adam(model), tk.optim.Sgd(model, lr=0.1, momentum=0.9)
+    for p in model.parameters():
+        assert adam._state[p.id][1]["t"] == 0 and not adam._state[p.id][1]["m"].any()
+        assert momentum._state[p.id][1]["velocity"].shape == p.shape
