@@ -8,6 +8,7 @@ import contextlib
 import importlib.util
 import re
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -386,3 +387,53 @@ def test_big_intermediates_are_let_go_after_their_last_use() -> None:
     x = dev.ones((100, 100))  # 80 kB arrays
     assert same(step(x), step(x))
     assert "\n    del " in step.source
+
+
+# -- threads ----------------------------------------------------------------------------------------------------
+def test_another_threads_eager_work_during_a_recording_is_neither_recorded_nor_changed() -> None:
+    dev = tk.Cpu()
+    x, w = dev.tensor([0.5, -1.0, 2.0], dtype="float64"), dev.tensor([1.5, 0.25, -0.5], dtype="float64")
+    recording, done = threading.Event(), threading.Event()
+
+    def step(x, w):
+        recording.set()
+        assert done.wait(10)  # the other thread runs its eager step while this one records
+        return chain(x, w, tk.OwnedTape)
+
+    def other() -> None:
+        assert recording.wait(10)
+        a, b = dev.tensor([1.0, 2.0], dtype="float64"), dev.tensor([3.0, 4.0], dtype="float64")
+        got.append(chain(a, b, tk.UnionTape))
+        done.set()
+
+    got: list = []
+    thread = threading.Thread(target=other)
+    thread.start()
+    compiled = tk.compile(step)
+    first = compiled(x, w)
+    thread.join()
+    a, b = dev.tensor([1.0, 2.0], dtype="float64"), dev.tensor([3.0, 4.0], dtype="float64")
+    assert all(same(g, e) for g, e in zip(got[0], chain(a, b, tk.UnionTape)))
+    assert all(same(g, e) for g, e in zip(first, chain(x, w, tk.OwnedTape)))
+    assert compiled.source.count("xp.tanh(") == 1  # the recording holds its own tanh only
+    assert all(same(g, e) for g, e in zip(compiled(x, w), chain(x, w, tk.OwnedTape)))
+
+
+def test_compiled_calls_in_several_threads_run_one_at_a_time_and_each_is_right() -> None:
+    dev = tk.Cpu()
+    steps = [tk.compile(lambda x, w: chain(x, w, tk.UnionTape)) for _ in range(4)]
+    inputs = [(dev.tensor(np.linspace(-1, 1, 3) * k), dev.tensor(np.linspace(2, 3, 3) + k)) for k in range(4)]
+    results: dict[int, list] = {}
+
+    def run(k: int) -> None:
+        results[k] = [steps[k](*inputs[k]) for _ in range(3)]  # a recording, then replays
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for k in range(4):
+        eager = chain(*inputs[k], tk.UnionTape)
+        assert all(same(g, e) for call in results[k] for g, e in zip(call, eager))
+        assert len(steps[k].history) == 1 and steps[k].source.count("xp.tanh(") == 1

@@ -2,11 +2,18 @@
 namespace ``xp``, its random generator and its ``tensor`` for recording proxies; ``emit`` in the
 ops, so that each op's array calls are grouped under it and its backward rules record theirs;
 the engine's ``backward``, to learn which slots are gradients; and ``Optimizer.update``, to
-group an update's arithmetic. tapekit's own code runs unchanged on top of these."""
+group an update's arithmetic. tapekit's own code runs unchanged on top of these.
+
+Compiled calls run one at a time (``RECORDING``): a call in another thread waits, so the swaps
+never interleave and no replay reads the tracers a recording put in its inputs. While one records,
+other threads' eager ops and array calls pass through unrecorded; the tensors the recorded call
+uses (its arguments, the parameters of its modules) hold tracers until it ends, so eager code in
+other threads must leave those alone meanwhile."""
 
 from __future__ import annotations
 
 import sys
+import threading
 import types
 from typing import Any, Callable
 
@@ -70,6 +77,9 @@ def _traced_tensor(device: Device, original: Callable, data: Any, dtype: Any = N
     return device._wrap(array, name)
 
 
+RECORDING = threading.RLock()  # held by a compiled call (one called inside another's recording runs within it)
+
+
 class Patches:
     """Everything swapped while a call is recorded, and put back however it ends."""
 
@@ -116,6 +126,8 @@ class Patches:
         self.undo.append((Optimizer, "update", real_update, True))
 
         def update(opt: Optimizer, model: Module, grads: Gradients) -> None:
+            if not rec.mine():
+                return real_update(opt, model, grads)
             outer, rec.group, rec.mark = rec.group, ("update", type(opt).__name__), len(rec.steps)
             try:
                 real_update(opt, model, grads)
@@ -136,6 +148,8 @@ class Patches:
 def _recording_emit(real: Callable, rec: Recorder) -> Callable:
     def emit(name: str, out: Any, inputs: Any, rules: Any, saved: tuple, device: Any) -> Tensor:
         result = real(name, out, inputs, rules, saved, device)
+        if not rec.mine():
+            return result
         r = result._record
         info = (None if r is None else r.id, name, tuple(getattr(t, "id", None) for t in inputs), result.id)
         group = ("op", info)

@@ -14,7 +14,7 @@ from typing import Any, Callable
 from ..devices import dtype_name
 from ..gradients import Gradients
 from .inputs import Inputs, in_words
-from .patches import Patches
+from .patches import RECORDING, Patches
 from .recorder import Recorder
 from .results import build_result, renumber, result_template, unwrap_result
 from .source import generate
@@ -44,6 +44,10 @@ class Compiled:
         self.last: Program | None = None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        with RECORDING:  # one compiled call at a time: no other sees the tracers a recording swaps in
+            return self._call(args, kwargs)
+
+    def _call(self, args: tuple, kwargs: dict) -> Any:
         inputs = Inputs(self.fn, args, kwargs)
         program = self.programs.get(inputs.frozen)
         if program is None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numbers
 import operator
 import sys
+import threading
 from typing import Any, Callable, Iterator
 
 import numpy as np
@@ -56,6 +57,11 @@ class Recorder:
         self.bound: dict[int, str] = {}  # id of an object the program refers to -> its global name
         self.grad_of: dict[int, int] = {}  # slot of a gradient a backward returned -> its tensor id
         self.info: dict[int, tuple] = {}  # slot -> (record id, op name, input ids, output id)
+        self.thread = threading.get_ident()  # the thread that records: calls from others pass through
+
+    def mine(self) -> bool:
+        """Whether the running thread is the one recording."""
+        return threading.get_ident() == self.thread
 
     def slot(self, value: Any, kind: str) -> Tracer:
         self.values.append(value)
@@ -96,7 +102,7 @@ class Recorder:
     def call(self, kind: str, head: str, fn: Callable, args: tuple, kwargs: dict) -> Any:
         """Compute ``fn(*args, **kwargs)`` on the real arrays and note it as a step."""
         real_args, real_kw = _unwrap(args), _unwrap(kwargs)
-        if self.depth:
+        if self.depth or not self.mine():
             return fn(*real_args, **real_kw)
         templates = self.template(args), self.template(kwargs)  # before the call: a constant it writes into is kept as it was
         self.depth += 1
