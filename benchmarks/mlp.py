@@ -91,41 +91,27 @@ def _tapekit_step(params: list[np.ndarray], x: np.ndarray, onehot: np.ndarray) -
 
 
 def torch(params: list[np.ndarray], x: np.ndarray, onehot: np.ndarray, peer: Peer) -> Contender:
-    torch = peer.module
-    ps = [torch.tensor(p.copy(), requires_grad=True) for p in params]
-    xs, labels = torch.tensor(x), torch.tensor(onehot.argmax(axis=1))
-    F = torch.nn.functional
-
-    def run() -> list[np.ndarray]:
-        W1, b1, W2, b2, W3, b3 = ps
-        h1 = torch.tanh(xs @ W1 + b1)
-        h2 = torch.tanh(h1 @ W2 + b2)
-        loss = F.cross_entropy(h2 @ W3 + b3, labels)
-        for p in ps:
-            p.grad = None
-        loss.backward()
-        with torch.no_grad():
-            for p in ps:
-                p -= LR * p.grad
-        return [p.grad.numpy() for p in ps]
-
-    return Contender(peer.title, run, memory=False)
+    return Contender(peer.title, _torch_step(peer.module, params, x, onehot, compile=False), memory=False)
 
 
 def torch_compile(params: list[np.ndarray], x: np.ndarray, onehot: np.ndarray, peer: Peer) -> Contender:
-    """The step's forward and loss under ``torch.compile`` (static shapes; AOTAutograd compiles the
-    backward), and the same eager SGD update as ``torch``'s."""
-    torch = peer.module
+    """``torch``'s step with its forward and loss under ``torch.compile`` (static shapes;
+    AOTAutograd compiles the backward), and the same eager SGD update."""
+    return compiled(peer.title, _torch_step(peer.module, params, x, onehot, compile=True), memory=False)
+
+
+def _torch_step(torch: Any, params: list[np.ndarray], x: np.ndarray, onehot: np.ndarray, compile: bool) -> Any:
+    """One SGD step of the MLP in PyTorch, on copies of ``params``: the loss (compiled or not),
+    backward, and the update under ``no_grad``."""
     ps = [torch.tensor(p.copy(), requires_grad=True) for p in params]
     xs, labels = torch.tensor(x), torch.tensor(onehot.argmax(axis=1))
-    F = torch.nn.functional
 
     def forward(W1: Any, b1: Any, W2: Any, b2: Any, W3: Any, b3: Any) -> Any:
         h1 = torch.tanh(xs @ W1 + b1)
         h2 = torch.tanh(h1 @ W2 + b2)
-        return F.cross_entropy(h2 @ W3 + b3, labels)
+        return torch.nn.functional.cross_entropy(h2 @ W3 + b3, labels)
 
-    loss = torch.compile(forward, dynamic=False)
+    loss = torch.compile(forward, dynamic=False) if compile else forward
 
     def run() -> list[np.ndarray]:
         for p in ps:
@@ -136,7 +122,7 @@ def torch_compile(params: list[np.ndarray], x: np.ndarray, onehot: np.ndarray, p
                 p -= LR * p.grad
         return [p.grad.numpy() for p in ps]
 
-    return compiled(peer.title, run, memory=False)
+    return run
 
 
 def jax(params: list[np.ndarray], x: np.ndarray, onehot: np.ndarray, peer: Peer) -> Contender:
