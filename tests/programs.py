@@ -20,3 +20,15 @@ def p5(tape):
     y = dev.tensor([4., 5.]).trace(tape())
     z = x + y
     zz = y * 2.0
+
+
+def three_outputs(tape):
+    """Tutorial 5's program: three outputs that share their inputs, so an ArcTape run partitions them."""
+    dev = tk.Cpu()
+    x = dev.tensor([1.0, 2.0]).trace(tape())
+    y = dev.tensor([4.0, 5.0]).trace(tape())
+    w = dev.tensor([0.5, -1.0]).trace(tape())
+    b = (y * w).sum()
+    h = x * y
+    a = h.sum()
+    c = (h + w).sum()

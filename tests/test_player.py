@@ -188,7 +188,7 @@ def test_a_backward_that_refuses_runs_no_record_and_says_why():
     player = BackwardPlayer(consumed_first, policy="union", output="z")
     assert player.step.max == 1
     player.step.value = 1
-    assert "TapeConsumedError: z's tape was consumed by the backward on" in player.text
+    assert "TapeConsumedError: the records of z's tape were consumed by the backward on" in player.text
     assert "Traceback" not in player.text
 
 

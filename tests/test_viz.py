@@ -357,17 +357,33 @@ def test_plot_partition_fits_a_notebook_cell_with_text_of_at_least_10_pt():
         assert drawn.x0 >= -0.01 and drawn.x1 <= fig.get_figwidth() + 0.01, (count, drawn)
 
 
-def test_plot_partition_keeps_a_tapes_colour_across_panels():
+def two_tapes_met(tape):
     dev = tk.Cpu()
-    x = dev.tensor([1.]).trace(tk.UnionTape())
-    y = dev.tensor([2.]).trace(tk.UnionTape())
-    first = viz.snapshot(y, label="y alone")  # only tape B
+    x = dev.tensor([1.]).trace(tape())
+    y = dev.tensor([2.]).trace(tape())
     z = x * y
-    second = viz.snapshot(z, label="merged")
+
+
+def test_plot_partition_keeps_a_tapes_colour_across_panels_of_a_replayed_program():
+    replay = tk.widgets.Replay(two_tapes_met, "union")
+    first = viz.snapshot(replay.run(3).tensors["y"], label="y alone")  # the program's second tape: B
+    second = viz.snapshot(replay.run(4).tensors["z"], label="merged")
     fig = viz.plot_partition(first, second)
     bar = [matplotlib.colors.to_hex(p.get_facecolor()).upper() for p in fig.axes[0].patches][0]
     assert bar == ORANGE  # tape B keeps its colour though it is alone in its panel
     assert fig.axes[0].get_yticklabels()[0].get_text().startswith("tape B")
+    assert fig.axes[1].get_yticklabels()[0].get_text().startswith("tape A")  # the union, kept in x's tape
+
+
+def test_plot_partition_names_the_tapes_of_each_panel_as_its_snapshot_prints_them():
+    dev = tk.Cpu()
+    x = dev.tensor([1.]).trace(tk.ArcTape())
+    y = dev.tensor([2.]).trace(tk.ArcTape())
+    first = viz.snapshot(y, label="y alone")  # run directly, a picture's tapes are those of its tensors
+    second = viz.snapshot(x * y, y, label="merged")
+    fig = viz.plot_partition(first, second)
+    assert "tape A (" in str(first) and fig.axes[0].get_yticklabels()[0].get_text().startswith("tape A")
+    assert [t.get_text().split(" (")[0] for t in fig.axes[1].get_yticklabels()[:2]] == ["tape A", "tape B"]
 
 
 def test_plot_partition_takes_snapshots_only():

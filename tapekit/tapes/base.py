@@ -313,6 +313,9 @@ def moved_error(who: str, op: str, into: str) -> TapeMovedError:
 
 
 def consumed_error(who: str, by: str) -> TapeConsumedError:
+    """The error of using ``who`` (``this OwnedTape``, ``loss's tape``) once ``by`` consumed its
+    records. Worded for every policy: a backward consumes an OwnedTape but only drains a shared tape,
+    and under both the records are gone."""
     return TapeConsumedError(
-        f"{who} was consumed by {by}. Call backward(retain=True) to keep the records for "
+        f"the records of {who} were consumed by {by}. Call backward(retain=True) to keep the records for "
         f"another backward, or run tk.backward([...]) over all outputs at once.")

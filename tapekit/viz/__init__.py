@@ -5,11 +5,11 @@ colour per tape, leaves outlined, outputs bold, a missing gradient in red."""
 
 from .dag import dag, draw
 from .palette import TAPE_COLOURS, TapeColours
-from .partition import OutputShare, Snapshot, TapeShare, colours_of, plot_partition, snapshot
+from .partition import OutputShare, Snapshot, TapeShare, plot_partition, snapshot
 from .picture import Picture
 from .scene import Scene, capture
 from .split import GradientSplit, gradient_split, plot_gradient_split
 
-__all__ = ["dag", "draw", "snapshot", "plot_partition", "colours_of", "Snapshot", "TapeShare", "OutputShare",
+__all__ = ["dag", "draw", "snapshot", "plot_partition", "Snapshot", "TapeShare", "OutputShare",
            "gradient_split", "plot_gradient_split", "GradientSplit",
            "Picture", "Scene", "capture", "TapeColours", "TAPE_COLOURS"]

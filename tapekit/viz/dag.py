@@ -3,8 +3,9 @@
 Tensors are record nodes ``name | shape | grad ✓/✗``, ops are small boxes, edges follow the data.
 An op and its output take the colour of the tape that holds the op's record (grey once a backward
 consumed it); leaves are outlined, outputs bold with an outline in the colour of the tape they
-carry, a missing gradient is red. Tensors and tapes are numbered in order of appearance, so the
-DOT text of a program is the same whatever ran before it.
+carry, a missing gradient is red. Tensors are numbered in order of appearance and tapes lettered
+by their place in their program (see `tapekit.viz.palette`), so the DOT text of a program is the
+same whatever ran before it.
 """
 
 from __future__ import annotations
@@ -46,21 +47,19 @@ class DagPicture(Picture):
         return fit(super().svg())
 
 
-def dag(*tensors: Any, grads: Any = None, names: Mapping[str, Any] | None = None,
-        colours: TapeColours | None = None) -> Picture:
-    """The op DAG behind ``tensors`` as a ``graphviz.Digraph`` (SVG in Jupyter).
+def dag(*tensors: Any, grads: Any = None, names: Mapping[str, Any] | None = None) -> Picture:
+    """The op DAG behind ``tensors`` as a ``graphviz.Digraph`` (SVG in Jupyter), its tapes named
+    and coloured as a snapshot of the same tensors names them.
 
     ``grads``: a ``Gradients``; each tensor then shows ``grad ✓`` or, in red, ``grad ✗``.
     ``names``: a mapping such as ``locals()`` naming tensors that have no ``name=``.
-    ``colours``: which colour each tape gets (default: tapes ranked by creation among those shown);
-    pass ``tk.viz.colours_of(*snapshots)`` to match a partition plot.
     """
-    return draw(capture(tensors_given(tensors, "tk.viz.dag"), grads, names), colours)
+    return draw(capture(tensors_given(tensors, "tk.viz.dag"), grads, names))
 
 
-def draw(scene: Scene, colours: TapeColours | None = None) -> Picture:
+def draw(scene: Scene) -> Picture:
     """The picture of a captured scene."""
-    colours = colours or TapeColours(scene.tapes)
+    colours = scene.colours
     count = len(scene.tensors) + len(scene.ops)
     side = f"{max(12.0, 1.3 * count):g}"  # inches: room enough that dot need not shrink the text
     graph = DagPicture("tapekit", graph_attr={"rankdir": "TB", "size": f"{side},{side}", "fontname": FONT,
@@ -103,8 +102,7 @@ def _tensor_label(view: TensorView) -> str:
 
 def _tensor_style(view: TensorView, colours: TapeColours) -> dict[str, str]:
     if view.leaf:
-        style = {"shape": "record", "style": "filled", "fillcolor": "white", "penwidth": "1.5",
-                 "color": LEAF if view.carries is None else colours.colour(view.carries)}
+        style = {"shape": "record", "style": "filled", "fillcolor": "white", "penwidth": "1.5", "color": LEAF}
     else:
         colour = colours.colour(view.made_on)
         style = {"shape": "record", "style": "filled", "fillcolor": lighten(colour), "color": colour}

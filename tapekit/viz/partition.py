@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 from ..errors import InvalidArgumentError
 from ..history import coverage, home_of, live_store, plural
 from ..inspect import tapes as live_tapes
-from .palette import CONSUMED, TapeColours
+from .palette import CONSUMED, TapeColours, tape_colour, tape_name
 from .scene import Scene, capture, tensors_given
 
 if TYPE_CHECKING:
@@ -79,8 +79,13 @@ class Snapshot:
     tapes: tuple[TapeShare, ...]
     outputs: tuple[OutputShare, ...]
 
+    @property
+    def colours(self) -> TapeColours:
+        """The letter and colour of each tape: its place among the tapes of its program."""
+        return TapeColours(t.birth for t in self.tapes)
+
     def __str__(self) -> str:
-        colours = colours_of(self)
+        colours = self.colours
         lines = [f"{self.label}:"]
         lines += [f"  {colours.name(t.birth)} ({t.label}, {t.policy}): {plural(t.records, 'record')}, "
                   f"{plural(t.grad_entries, 'gradient entry', 'gradient entries')}, {t.nbytes:,} bytes"
@@ -127,13 +132,6 @@ def _output_share(tensor: Any, name: str) -> OutputShare:
                        len(leaves - cov.missed.keys() - cov.incomplete))
 
 
-def colours_of(*snapshots: Snapshot) -> TapeColours:
-    """The tape colours shared by a set of snapshots: every tape in any of them, by creation."""
-    births = {t.birth for s in snapshots for t in s.tapes}
-    births |= {b for s in snapshots for o in s.outputs for b in (o.carries, *o.split) if b is not None}
-    return TapeColours(births)
-
-
 # Sizes, in inches and points. Figures are shown at 96 dpi, where a matplotlib point is a CSS point:
 # text drawn at 10 pt reads as 10 pt at 100% zoom. Two panels to a row at most, so the widest figure
 # (8.4 in, 806 px) fits a notebook cell of a 1280 px wide JupyterLab with its left sidebar open.
@@ -147,15 +145,15 @@ HEADING_PT = 12
 LETTER_PT = 0.6 * TEXT_PT  # about the width of a letter of DejaVu Sans
 
 
-def plot_partition(*snapshots: Snapshot, colours: TapeColours | None = None) -> "Figure":
+def plot_partition(*snapshots: Snapshot) -> "Figure":
     """One panel per snapshot, two to a row: a bar per tape (its records, in its DAG colour) and,
-    for each output, where the records of its history live and how much its own tape sees."""
+    for each output, where the records of its history live and how much its own tape sees. Each
+    panel names the tapes as its snapshot prints them."""
     from matplotlib.patches import Patch
     from matplotlib.ticker import MaxNLocator
 
     if not snapshots or not all(isinstance(s, Snapshot) for s in snapshots):
         raise InvalidArgumentError("tk.viz.plot_partition takes snapshots: tk.viz.snapshot(z, zz, label='after')")
-    colours = colours or colours_of(*snapshots)
     columns = min(len(snapshots), COLUMNS)
     lines = -(-len(snapshots) // columns)
     rows = max(len(s.tapes) + len(s.outputs) for s in snapshots)
@@ -163,12 +161,12 @@ def plot_partition(*snapshots: Snapshot, colours: TapeColours | None = None) -> 
     fig = _figure_class()(figsize=(width, lines * (1.0 + ROW_IN * rows) + 0.9), layout="constrained")
     axes = fig.subplots(lines, columns, squeeze=False).ravel()
     for ax, snap in zip(axes, snapshots):
-        _panel(ax, snap, colours)
+        _panel(ax, snap)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     for ax in axes[len(snapshots):]:
         fig.delaxes(ax)  # an odd number of panels leaves the last row's second place empty
-    shown = sorted({t.birth for s in snapshots for t in s.tapes}, key=colours.rank)
-    handles = [Patch(color=colours.colour(b), label=colours.name(b)) for b in shown]
+    ranks = sorted({s.colours.rank(t.birth) for s in snapshots for t in s.tapes})
+    handles = [Patch(color=tape_colour(r), label=tape_name(r)) for r in ranks]
     if any(None in o.split for s in snapshots for o in s.outputs):
         handles.append(Patch(color=CONSUMED, label="no tape (consumed by a backward)"))
     if any(set(o.split) - {o.carries} for s in snapshots for o in s.outputs):
@@ -184,8 +182,8 @@ def plot_partition(*snapshots: Snapshot, colours: TapeColours | None = None) -> 
     return fig
 
 
-def _panel(ax: Any, snap: Snapshot, colours: TapeColours) -> None:
-    labels = []
+def _panel(ax: Any, snap: Snapshot) -> None:
+    colours, labels = snap.colours, []
     y = 0
     for tape in snap.tapes:
         colour = colours.colour(tape.birth)

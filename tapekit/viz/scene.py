@@ -14,6 +14,7 @@ from ..history import history, home_of, live_store
 from ..ids import name_of
 from ..tapes.base import Tape
 from ..tensor import Tensor
+from .palette import TapeColours
 
 
 @dataclass(frozen=True)
@@ -31,7 +32,7 @@ class OpView:
 @dataclass(frozen=True)
 class TensorView:
     """One tensor in the picture. ``made_on``: birth of the tape holding the op that made it;
-    ``carries``: birth of the live tape this tensor carries, when the picture was given the tensor;
+    ``carries``: birth of the live tape it carries, for a tensor the picture was given (an output);
     ``grad``: whether the given gradients hold it (``None``: no gradients given)."""
 
     name: str
@@ -56,10 +57,15 @@ class TapeView:
 class Scene:
     ops: tuple[OpView, ...]
     tensors: dict[int, TensorView]  # by tensor id, in order of appearance
-    tapes: dict[int, TapeView]  # by birth
+    tapes: dict[int, TapeView]  # by birth: the tapes holding the ops, and those the outputs carry
 
     def name(self, tid: int) -> str:
         return self.tensors[tid].name
+
+    @property
+    def colours(self) -> TapeColours:
+        """The letter and colour of each tape: its place among the tapes of its program."""
+        return TapeColours(self.tapes)
 
 
 def tensors_given(tensors: Sequence[Any], what: str) -> list[Tensor]:
@@ -95,7 +101,7 @@ def capture(tensors: Sequence[Tensor], grads: Any = None, names: Mapping[str, An
     outputs = {t.id for t in tensors}
     views = {}
     for tid in order:
-        store = live_store(handles[tid][0]) if tid in handles else None
+        store = live_store(handles[tid][0]) if tid in outputs else None
         if store is not None:
             stores[store._born] = store
         op = made.get(tid)

@@ -18,7 +18,7 @@ from ..errors import InvalidArgumentError
 from ..history import history, live_store, plural
 from ..inspect import tapes as live_tapes
 from ..tapes.base import Record, _by_id
-from .palette import MISSING, TapeColours, rgb
+from .palette import MISSING, TapeColours, rgb, tape_colour, tape_name
 from .partition import _figure_class
 from .scene import capture, tensors_given
 
@@ -53,8 +53,13 @@ class GradientSplit:
         whole = sum(sizes.values())
         return {key: size / whole if whole else 0.0 for key, size in sizes.items()}
 
+    @property
+    def colours(self) -> TapeColours:
+        """The letter and colour of each tape: its place among the tapes of its program."""
+        return TapeColours(self.tapes.values())
+
     def __str__(self) -> str:
-        colours = TapeColours(self.tapes.values())
+        colours = self.colours
         lines = [f"{self.label}:"]
         for leaf, parts in self.parts.items():
             terms = [f"{fmt(part)} on {colours.name(self.tapes[key])} ({key})"
@@ -131,17 +136,16 @@ def fmt(array: np.ndarray) -> str:
     return f"|{np.linalg.norm(values):.3g}|"
 
 
-def plot_gradient_split(*splits: GradientSplit, colours: TapeColours | None = None) -> "Figure":
+def plot_gradient_split(*splits: GradientSplit) -> "Figure":
     """One panel per leaf, a bar per moment: the share of the leaf's true gradient that each tape's
     backward delivers, in that tape's colour, and the missing share hatched, each labelled by its
     value (``GradientSplit.shares``). Leaves with several elements are measured by norm, and the
-    axis says so."""
+    axis says so. Each bar names the tapes as its split prints them."""
     from matplotlib.patches import Patch
 
     if not splits or not all(isinstance(s, GradientSplit) for s in splits):
         raise InvalidArgumentError("tk.viz.plot_gradient_split takes gradient splits: "
                                    "tk.viz.gradient_split(z, zz, label='after')")
-    colours = colours or TapeColours(b for s in splits for b in s.tapes.values())
     leaves = list(dict.fromkeys(leaf for s in sorted(splits, key=lambda s: -len(s.parts)) for leaf in s.parts))
     if not leaves:
         raise InvalidArgumentError("tk.viz.plot_gradient_split: these splits have no leaves (nothing was recorded)")
@@ -152,7 +156,7 @@ def plot_gradient_split(*splits: GradientSplit, colours: TapeColours | None = No
                         gridspec_kw={"height_ratios": [len(b) for b in bars]})[:, 0]
     for ax, leaf, shown in zip(axes, leaves, bars):
         for y, split in enumerate(shown):
-            _bar(ax, y, split, leaf, colours)
+            _bar(ax, y, split, leaf)
         truths = {fmt(s.true[leaf]) for s in shown}
         one = truths.pop() if len(truths) == 1 else None
         ax.set_yticks(range(len(shown)), [s.label if one else f"{s.label}\ntrue {fmt(s.true[leaf])}" for s in shown],
@@ -165,18 +169,18 @@ def plot_gradient_split(*splits: GradientSplit, colours: TapeColours | None = No
     axes[-1].set_xlabel("share of the leaf's gradient" + (" (by L2 norm: |part| / sum of the parts' norms)"
                                                           if several else ""), fontsize=10)
     axes[-1].tick_params(labelsize=10)
-    births = sorted({s.tapes[key] for s in splits for p in s.parts.values() for key in p if key != MISSING_KEY},
-                    key=colours.rank)
-    handles = [Patch(color=colours.colour(b), label=f"{colours.name(b)}'s backward") for b in births]
+    ranks = sorted({s.colours.rank(s.tapes[key]) for s in splits for p in s.parts.values() for key in p
+                    if key != MISSING_KEY})
+    handles = [Patch(color=tape_colour(r), label=f"{tape_name(r)}'s backward") for r in ranks]
     handles.append(Patch(facecolor="white", edgecolor=MISSING, hatch="//", label="missing: no backward delivers it"))
     fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 3), frameon=False, fontsize=10)
     fig.suptitle("Who delivers each leaf's gradient", fontsize=12)
     return fig
 
 
-def _bar(ax: Any, y: int, split: GradientSplit, leaf: str, colours: TapeColours) -> None:
+def _bar(ax: Any, y: int, split: GradientSplit, leaf: str) -> None:
     """Draw one moment's stacked bar for ``leaf``."""
-    shares, parts, left = split.shares(leaf), split.parts[leaf], 0.0
+    shares, parts, colours, left = split.shares(leaf), split.parts[leaf], split.colours, 0.0
     order = sorted((k for k in parts if k != MISSING_KEY), key=lambda k: colours.rank(split.tapes[k]))
     for key in order + [MISSING_KEY]:
         width = shares[key]

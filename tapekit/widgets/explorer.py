@@ -80,7 +80,7 @@ class TapeExplorer(ReplayWidget):
             lines.append("gradients:")
             lines += [_gradient_line(grads, tid, v.name, name) for tid, v in after.scene.tensors.items()]
         if before.snapshot is not None:
-            colours = self.replay.colours(moment)
+            colours = before.snapshot.colours
             lines.append("(in tapekit's messages, " + ", ".join(f"{colours.name(t.birth)} is {t.label}"
                                                                  for t in before.snapshot.tapes) + ")")
         self._show(after)
@@ -93,10 +93,9 @@ class TapeExplorer(ReplayWidget):
                            self.report.value)
 
     def _show(self, view: View) -> None:
-        colours = self.replay.colours(self.moment)
-        self.dot, self.svg = view.render(colours)
+        self.dot, self.svg = view.render()
         self.picture.value = self.svg
-        self.figure = figure_of([view], colours)
+        self.figure = figure_of([view])
         self.plot.value = figure_html(self.figure)
 
     def _report(self, text: str) -> None:

@@ -58,14 +58,13 @@ class MergeViewer(ReplayWidget):
 
         moment = self.replay.run(after_step, visit)
         before, after = views.get(after_step - 1, View.EMPTY), views.get(after_step, View.EMPTY)
-        colours = self.replay.colours(moment)
         self.line = line
         self.note = self._note(after_step)
         self.code.value = code_html(moment, self.replay.steps) + f"<div>{html.escape(self.note)}</div>"
-        self.before_dot, self.before_svg = before.render(colours)
-        self.after_dot, self.after_svg = after.render(colours)
+        self.before_dot, self.before_svg = before.render()
+        self.after_dot, self.after_svg = after.render()
         self.before_picture.value, self.after_picture.value = self.before_svg, self.after_svg
-        self.figure = figure_of([before, after], colours)
+        self.figure = figure_of([before, after])
         self.plot.value = figure_html(self.figure)
 
     def static_html(self) -> str:

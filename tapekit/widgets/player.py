@@ -114,7 +114,6 @@ class BackwardPlayer:
         """Replay the program under the chosen policy, run its backward step by step, then for real."""
         self.replay = Replay(self.program, self.policy.value)
         moment = self.replay.run(None)
-        self.colours = self.replay.colours(moment)
         self.problem = moment.error or ""
         self.outputs = self._outputs(moment)
         self.scene: Scene | None = None
@@ -124,6 +123,7 @@ class BackwardPlayer:
             stores = list({id(s): s for s in map(live_store, self.outputs) if s is not None}.values())
             self.records = sorted({rec.id: rec for s in stores for rec in s.records}.values(), key=lambda r: r.id)
             self.scene = self._scene(moment)
+            self.colours = self.scene.colours
             for tid, view in self.scene.tensors.items():
                 set_name(tid, view.name)  # so tapekit's messages name tensors as the picture does
             self._run(stores)

@@ -11,7 +11,8 @@ program runs inside its ``with`` block), so one program runs under every policy:
         z = x + y
 
 The program runs under ``sys.settrace``; step ``i`` is the state right after the ``i``-th line of
-the program's own frame ran, with its local tensors. Each replay is a fresh run, stopped there.
+the program's own frame ran, with its local tensors. Each replay is a fresh run, stopped there, and
+a program of its own for the pictures (`tapekit.viz.palette`): every run letters its tapes alike.
 """
 
 from __future__ import annotations
@@ -24,12 +25,11 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 from ..errors import InvalidArgumentError
-from ..history import history, home_of, live_store
+from ..history import history, live_store
 from ..ids import label, name_of, set_name
 from ..tapes import ArcTape, GlobalTape, OwnedTape, UnionTape
-from ..tapes.base import _births
 from ..tensor import Tensor
-from ..viz.palette import TapeColours
+from ..viz.palette import replayed_run
 
 POLICIES = ("owned", "arc", "union", "global")
 _CLASSES = {"owned": OwnedTape, "arc": ArcTape, "union": UnionTape}
@@ -42,13 +42,12 @@ class _Stop(BaseException):
 @dataclass
 class Moment:
     """A program stopped right after its ``step``-th line: that line, its local tensors, what it
-    raised or warned so far. ``origin`` is where this run's tape births start."""
+    raised or warned so far."""
 
     step: int
     lineno: int | None
     line: str
     tensors: dict[str, Tensor]
-    origin: int
     error: str | None = None
     warnings: list[str] = field(default_factory=list)
 
@@ -74,8 +73,7 @@ def tape_factory(policy: str) -> tuple[Callable[[], Any], contextlib.AbstractCon
 
 
 class Replay:
-    """A program under one policy: its steps, the lines they ran, which steps merged two tapes,
-    and the tapes it shows (so every step colours each tape alike)."""
+    """A program under one policy: its steps, the lines they ran, and which steps merged two tapes."""
 
     def __init__(self, program: Callable[[Callable[[], Any]], Any], policy: str) -> None:
         if not callable(program):
@@ -85,7 +83,6 @@ class Replay:
         self._source = _source_lines(program)
         self.lines: list[int] = []
         self.merges: list[int] = []
-        self._births: set[int] = set()
         self._carried: dict[int, int] = {}
         self._records: set[int] = set()
         last = self.run(None, self._survey)
@@ -106,15 +103,13 @@ class Replay:
     def run(self, stop: int | None, visit: Callable[[Moment], None] | None = None) -> Moment:
         """A fresh run stopped right after step ``stop`` (``None``: to the end); ``visit`` sees
         every step on the way."""
-        origin = next(_births)
-        factory, block = tape_factory(self.policy)
         code = getattr(self.program, "__code__", None)
         ran: list[int] = []
         last: Moment | None = None
 
         def finished(frame: Any, stopping: bool) -> None:
             nonlocal last
-            moment = last = Moment(len(ran), ran[-1], self.line(ran[-1]), _tensors(frame.f_locals), origin)
+            moment = last = Moment(len(ran), ran[-1], self.line(ran[-1]), _tensors(frame.f_locals))
             if visit is not None:
                 visit(moment)
             if stopping and moment.step == stop:
@@ -133,8 +128,9 @@ class Replay:
             return local if frame.f_code is code else None
 
         error = None
-        with warnings.catch_warnings(record=True) as caught:
+        with replayed_run(), warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
+            factory, block = tape_factory(self.policy)
             with _traced(calls):
                 try:
                     with block:
@@ -145,17 +141,13 @@ class Replay:
                     where = f"`{self.line(ran[-1])}`" if ran else "the program"
                     error = f"{where} raised {type(err).__name__}: {err}"
         if last is None:
-            return Moment(0, None, "", {}, origin, error, [str(w.message) for w in caught])
+            return Moment(0, None, "", {}, error, [str(w.message) for w in caught])
         last.error = error
         last.warnings = [str(w.message) for w in caught]
         return last
 
-    def colours(self, moment: Moment) -> TapeColours:
-        """Colours for a moment of any run: each tape by its rank among the tapes this program shows."""
-        return TapeColours(moment.origin + b for b in self._births)
-
     def _survey(self, moment: Moment) -> None:
-        """Note a step of the first run: its line, the tapes it shows, whether an op merged two tapes."""
+        """Note a step of the first run: its line, and whether an op merged two tapes."""
         self.lines.append(moment.lineno)
         tensors = list(moment.tensors.values())
         records = history(tensors)
@@ -164,11 +156,6 @@ class Replay:
             store = live_store(t)
             if store is not None:
                 carried.setdefault(t.id, store._born)
-                self._births.add(store._born - moment.origin)
-        for rec in records:
-            home = home_of(rec)
-            if home is not None:
-                self._births.add(home._born - moment.origin)
         new = [rec for rec in records if rec.id not in self._records]
         if any(len({self._carried[t] for t in rec.inputs if t in self._carried}) > 1 for rec in new):
             self.merges.append(moment.step)

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..viz.dag import draw
-from ..viz.palette import TapeColours
 from ..viz.partition import Snapshot, _snapshot, plot_partition, png
 from ..viz.scene import Scene, capture
 from .replay import Moment
@@ -40,20 +39,20 @@ class View:
         scene = capture(outputs, grads, moment.tensors)
         return cls(scene, _snapshot(outputs, scene, label))
 
-    def render(self, colours: TapeColours) -> tuple[str, str]:
+    def render(self) -> tuple[str, str]:
         """The DAG's DOT source and its SVG, from one drawing (``""`` and a note before any tensor)."""
         if self.scene is None:
             return "", NOTHING_YET
-        picture = draw(self.scene, colours)
+        picture = draw(self.scene)
         return picture.source, picture.svg()
 
 
 View.EMPTY = View(None, None)
 
 
-def figure_of(views: list[View], colours: TapeColours) -> "Figure | None":
+def figure_of(views: list[View]) -> "Figure | None":
     snaps = [v.snapshot for v in views if v.snapshot is not None]
-    return plot_partition(*snaps, colours=colours) if snaps else None
+    return plot_partition(*snaps) if snaps else None
 
 
 def figure_html(fig: "Figure | None") -> str:
