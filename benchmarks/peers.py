@@ -8,10 +8,13 @@ run on programs longer than it can compile here (``COMPILED_OPS_MAX``); the repo
 
 from __future__ import annotations
 
+import atexit
 import importlib
 import importlib.metadata
 import os
+import shutil
 import sys
+import tempfile
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -59,9 +62,14 @@ class Peer:
 def find_peers(wanted: bool = True, threads: int = 0) -> dict[str, Peer]:
     """Every peer, imported where possible (``wanted=False``: all reported as not requested).
     ``threads``: how many threads PyTorch computes with (0: its default; XLA is told to use one
-    thread when it is 1, before JAX loads)."""
+    thread when it is 1, before JAX loads). PyTorch's inductor gets an empty cache folder of its
+    own, so its first calls compile from scratch, as tk.compile's do, rather than reuse what an
+    earlier run left on disk (JAX keeps no such cache unless asked)."""
     if threads == 1 and "jax" not in sys.modules:
         os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {XLA_ONE_THREAD}".strip()
+    if wanted and "torch" not in sys.modules:
+        cache = os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="tapekit-bench-inductor-")
+        atexit.register(shutil.rmtree, cache, True)
     peers = {}
     for key, title in PEERS.items():
         peer = Peer(key, title)
