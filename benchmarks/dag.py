@@ -102,7 +102,7 @@ def tapekit(xs: list[np.ndarray], steps: list[Step], outs: list[int], policy: ty
             traced = [x.trace(policy(leaves=[x])) for x in inputs]
             nodes = _forward(traced, steps, tk.tanh)
             g = tk.backward([nodes[o].sum() for o in outs])
-        return [g.get(x, np.zeros_like(v)) for x, v in zip(inputs, xs)]
+        return [g[x] if x in g else np.zeros_like(v) for x, v in zip(inputs, xs)]
 
     return Contender(f"tapekit {policy.__name__}", run)
 
@@ -115,7 +115,7 @@ def tapekit_compiled(xs: list[np.ndarray], steps: list[Step], outs: list[int]) -
         traced = [x.trace(tk.UnionTape(leaves=[x])) for x in inputs]
         nodes = _forward(traced, steps, tk.tanh)
         g = tk.backward([nodes[o].sum() for o in outs])
-        return [g.get(x, np.zeros_like(v)) for x, v in zip(inputs, xs)]
+        return [g[x] if x in g else np.zeros_like(v) for x, v in zip(inputs, xs)]
 
     program = tk.compile(step)
     return compiled("tapekit compiled", lambda: program(*[dev.tensor(x) for x in xs]))

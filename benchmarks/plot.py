@@ -13,12 +13,16 @@ import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
 from .merges import PAIRWISE, split  # noqa: E402
-from .report import Done, contender_names  # noqa: E402
+from .report import FLOOR, Done, contender_names  # noqa: E402
 
 
 def _colours(done: Done) -> dict[str, str]:
-    """One colour per contender, the same in every panel."""
-    return {name: f"C{i}" for i, name in enumerate(contender_names(done))}
+    """One colour per contender, the same in every panel: the floor black, the others from
+    matplotlib's 20 (its 10 darker hues first, then their lighter halves)."""
+    names = contender_names(done, floor=False)
+    palette = plt.get_cmap("tab20").colors
+    hues = palette[0::2] + palette[1::2]
+    return {FLOOR: "black"} | {name: hues[i % len(hues)] for i, name in enumerate(names)}
 
 
 def _log_axis(axis, unit: str, subs: tuple[float, ...] = (1.0, 2.0, 5.0)) -> None:
