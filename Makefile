@@ -37,13 +37,13 @@ $(VENV)/.bench-installed: $(VENV)/.test-installed pyproject.toml
 	done
 	touch $@
 
-# Test-only needs from Debian: Chromium, which the browser tests drive, and Graphviz's dot, which the
-# browser fixture notebook tests/browser/fixtures/widgets.ipynb draws with (the graphviz package's own
-# pipe()); tapekit's pictures need neither.
+# Test-only needs from Debian: Chromium, which the browser tests drive, and Graphviz's dot, the
+# fallback renderer that tests/test_render.py checks against graphviz-pure; tapekit's pictures need
+# neither.
 graphviz:
 	@command -v dot >/dev/null 2>&1 || { \
 	  if [ -n "$(ROOT)" ]; then apt-get update -qq && apt-get install -y -qq graphviz; \
-	  else echo "Graphviz's dot is missing (the browser tests' fixture notebook draws with it): install it with 'sudo apt-get install graphviz', then run make again."; exit 1; fi; }
+	  else echo "Graphviz's dot is missing (the tests check tapekit's fallback to it): install it with 'sudo apt-get install graphviz', then run make again."; exit 1; fi; }
 
 chromium:
 	@command -v chromium >/dev/null 2>&1 || { \
