@@ -30,10 +30,10 @@ PEERS = {
 }
 MODULES = {"torch_compile": "torch"}  # a peer's module, where its key is not the module's name
 # The longest program each compiler is run on, and why (measured on the 2-core, 24 GiB machine of
-# benchmarks/results.md: W4's chain at 10,000 ops).
+# benchmarks/results.md: W1's chain of 1,000 ops, W4's of 10,000).
 COMPILED_OPS_MAX = {
-    "torch_compile": (1_000, "its first call takes 41 s at 1,000 ops, and more the longer the program"),
-    "jax": (1_000, "at 10,000 ops its first call ran out of the machine's 24 GiB of memory"),
+    "torch_compile": (1_000, "its first call took 38 to 44 s at 1,000 ops, in three runs"),
+    "jax": (1_000, "at 10,000 its first call ran out of the machine's 24 GiB"),
 }
 XLA_ONE_THREAD = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
 
