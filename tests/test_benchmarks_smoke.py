@@ -66,7 +66,7 @@ def test_w6_merges_in_both_orders_under_each_policy(done) -> None:
 
 
 def test_w6_small_left_puts_a_one_op_tape_left_of_everything_merged_so_far(monkeypatch) -> None:
-    """The order the issue asked for: under OwnedTape each merge's left tape holds one op (its exp)
+    """The small-left order: under OwnedTape each merge's left tape holds one op (its exp)
     and the right one all the records before, so an absorb moves O(k) records."""
     sizes = []
     merge = tk.OwnedTape._merge

@@ -34,14 +34,16 @@ from .program import Compiled
 __all__ = ["compile", "Compiled", "CompileError"]
 
 
-def compile(fn: Callable) -> Compiled:  # noqa: A001  (the name the issue asks for: tk.compile)
+def compile(fn: Callable) -> Compiled:  # noqa: A001  (as jax.jit and torch.compile are named: tk.compile)
     """``fn`` as a compiled step: the first call runs it eagerly and records its array calls (the
     forward, the backward rules in the order they ran, an optimizer's update); later calls with
     inputs of the same shapes, dtypes and devices run the recorded program on the new arrays,
     without Tensors, records or Gradients for anything in between. Inputs are the tensors among
     the arguments and the parameters and optimizer state that ``fn`` reaches through its
     arguments, its closure or the globals it names. ``step.source`` is the program;
-    ``repr(step)`` says how many programs it holds and why each was recorded."""
+    ``repr(step)`` says how many programs it holds and why each was recorded. Compiled calls run
+    one at a time, in any thread; while one records, eager code in other threads must leave its
+    inputs alone (they hold tracers until the call ends)."""
     if not callable(fn):
         raise CompileError(f"tk.compile takes a function, got a {type(fn).__name__}")
     return Compiled(fn)
