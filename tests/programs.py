@@ -1,5 +1,5 @@
 """Programs the replaying widgets and pictures are tested on, each a function of a tape factory
-(the widgets read a program's source to step through it line by line)."""
+(the widgets read a program's source to step through it line by line), and P4 run directly."""
 
 import tapekit as tk
 
@@ -32,3 +32,19 @@ def three_outputs(tape):
     h = x * y
     a = h.sum()
     c = (h + w).sum()
+
+
+def p4_run(policy=tk.ArcTape, zz_first=True):
+    """P4 run directly, not replayed (as tutorial 4 runs it): z = x + y and zz = y * 2.0, each
+    input on its own tape (P5 under UnionTape with z first). Returns x, y, z, zz, all named."""
+    dev = tk.Cpu()
+    x = dev.tensor([1., 2.], name="x").trace(policy())
+    y = dev.tensor([4., 5.], name="y").trace(policy())
+    if zz_first:
+        zz = y * 2.0
+        z = x + y
+    else:
+        z = x + y
+        zz = y * 2.0
+    z.name, zz.name = "z", "zz"
+    return x, y, z, zz

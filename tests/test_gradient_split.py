@@ -11,22 +11,10 @@ import pytest
 
 import tapekit as tk
 
+from .programs import p4_run as p4
+
 matplotlib.use("Agg")
 viz = tk.viz
-
-
-def p4(policy=tk.ArcTape, zz_first=False):
-    """Acceptance program P4 (P5 with UnionTape): z = x + y and zz = y * 2.0, each input on its own tape."""
-    dev = tk.Cpu()
-    x = dev.tensor([1., 2.], name="x").trace(policy())
-    y = dev.tensor([4., 5.], name="y").trace(policy())
-    if zz_first:
-        zz = y * 2.0
-        z = x + y
-    else:
-        z = x + y
-        zz = y * 2.0
-    return x, y, z, zz
 
 
 def parts(split, leaf):
@@ -35,7 +23,7 @@ def parts(split, leaf):
 
 
 def test_p4_z_first_splits_y_between_the_two_arc_tapes():
-    x, y, z, zz = p4()
+    x, y, z, zz = p4(zz_first=False)
     split = viz.gradient_split(z, zz)
     a, b = z.tape.label, zz.tape.label
     assert split.true["y"].tolist() == [3, 3] and split.true["x"].tolist() == [1, 1]
@@ -79,7 +67,7 @@ def test_worse_than_missing_a_partial_part_and_the_rest_missing():
 
 
 def test_each_part_is_what_that_tapes_real_backward_then_gives():
-    x, y, z, zz = p4()
+    x, y, z, zz = p4(zz_first=False)
     split = viz.gradient_split(z, zz)
     a, b = z.tape.label, zz.tape.label
     assert np.allclose(z.sum().backward()[y], split.parts["y"][a])
@@ -129,7 +117,7 @@ def test_preallocated_buffers_stay_zero_and_are_not_counted():
 
 
 def test_a_consumed_history_has_no_true_gradient_to_split():
-    x, y, z, zz = p4(tk.UnionTape)
+    x, y, z, zz = p4(tk.UnionTape, zz_first=False)
     tk.backward([z.sum(), zz.sum()])
     with pytest.raises(tk.InvalidArgumentError, match="consumed by the backward"):
         viz.gradient_split(z, zz)
@@ -167,9 +155,9 @@ def texts(fig):
 
 
 def test_the_plot_has_one_bar_group_per_leaf_with_a_bar_per_moment():
-    x, y, z, zz = p4()
+    x, y, z, zz = p4(zz_first=False)
     first = viz.gradient_split(z, zz, label="arc, z first")
-    union = viz.gradient_split(*p4(tk.UnionTape)[2:], label="union")
+    union = viz.gradient_split(*p4(tk.UnionTape, zz_first=False)[2:], label="union")
     fig = viz.plot_gradient_split(first, union)
     assert [ax.get_title(loc="left") for ax in fig.axes] == ["x: true gradient [1, 1]", "y: true gradient [3, 3]"]
     for ax in fig.axes:
@@ -191,7 +179,7 @@ def test_the_missing_share_is_hatched_and_labelled_by_its_value():
 
 
 def test_the_plot_fits_a_notebook_reads_in_a_dark_theme_and_uses_the_tape_colours():
-    x, y, z, zz = p4()
+    x, y, z, zz = p4(zz_first=False)
     fig = viz.plot_gradient_split(viz.gradient_split(z, zz))
     assert fig.get_figwidth() <= 9
     assert matplotlib.colors.to_hex(fig.get_facecolor()) == "#ffffff"
@@ -211,7 +199,7 @@ def test_one_value_leaves_say_nothing_of_norms():
 
 
 def test_plot_takes_splits_only():
-    x, y, z, zz = p4()
+    x, y, z, zz = p4(zz_first=False)
     with pytest.raises(tk.InvalidArgumentError, match="gradient_split"):
         viz.plot_gradient_split(viz.snapshot(z))
 

@@ -12,7 +12,7 @@ import tapekit as tk
 from tapekit.viz.palette import LEAF, TAPE_COLOURS
 
 from .dot_helpers import nodes
-from .programs import p4, three_outputs
+from .programs import p4, p4_run, three_outputs
 
 viz = tk.viz
 OUTPUTS = ("a", "b", "c")  # three_outputs' outputs
@@ -59,27 +59,12 @@ def bar_colours(fig, leaf: str) -> list[list[str]]:
     return [bars.get(float(y), []) for y in range(len(ax.get_yticks()))]
 
 
-def plain_p4(zz_first: bool):
-    """P4 run directly (not replayed), as tutorial 4 runs it."""
-    dev = tk.Cpu()
-    x = dev.tensor([1., 2.], name="x").trace(tk.ArcTape())
-    y = dev.tensor([4., 5.], name="y").trace(tk.ArcTape())
-    if zz_first:
-        zz = y * 2.0
-        z = x + y
-    else:
-        z = x + y
-        zz = y * 2.0
-    z.name, zz.name = "z", "zz"
-    return x, y, z, zz
-
-
 def test_a_printed_split_and_a_figure_of_several_splits_name_and_colour_a_tape_alike():
     """Tutorial 4: both orders of P4, and loss2 of the second, in one figure; loss2's part is on y's
     tape, B, both where the split is printed and in the figure."""
-    x, y, z, zz = plain_p4(zz_first=False)
+    x, y, z, zz = p4_run(zz_first=False)
     z_first = viz.gradient_split(z, zz, label="z first")
-    x, y, z, zz = plain_p4(zz_first=True)
+    x, y, z, zz = p4_run(zz_first=True)
     zz_first = viz.gradient_split(z, zz, label="zz first")
     loss2 = (zz + y).sum()
     worse = viz.gradient_split(loss2, label="loss2")
@@ -156,7 +141,7 @@ def test_the_explorer_legend_lists_the_tapes_its_plot_shows():
 
 
 def test_leaves_are_outlined_alike_in_every_dag():
-    x, y, z, zz = plain_p4(zz_first=True)
+    x, y, z, zz = p4_run(zz_first=True)
     explorer = tk.widgets.TapeExplorer(p4, policy="arc")
     for dot in (viz.dag(z, zz).source, viz.dag(z, zz, names=locals()).source, explorer.dot):
         for leaf in ("x", "y"):

@@ -14,23 +14,10 @@ from tapekit.viz import render
 from tapekit.viz.palette import CONSUMED, MISSING
 
 from .dot_helpers import BLUE, ORANGE, nodes, op_colours
+from .programs import p4_run as p4
 
 viz = tk.viz
 needs_graphviz = pytest.mark.skipif(not render.programs(), reason="neither graphviz-pure nor Graphviz's dot is installed")
-
-
-def p4(policy=tk.ArcTape, zz_first=True):
-    """Acceptance program P4: z = x + y and zz = y * 2.0, each input on its own tape."""
-    dev = tk.Cpu()
-    x = dev.tensor([1., 2.]).trace(policy())
-    y = dev.tensor([4., 5.]).trace(policy())
-    if zz_first:
-        zz = y * 2.0
-        z = x + y
-    else:
-        z = x + y
-        zz = y * 2.0
-    return x, y, z, zz
 
 
 def node_of(dot: str, name: str) -> str:
