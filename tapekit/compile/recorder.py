@@ -17,7 +17,7 @@ import numpy as np
 
 from ..tensor import Tensor
 from .errors import CompileError
-from .tracer import Tracer, is_array, tracers_in
+from .tracer import Tracer, is_array, nested, tracers_in
 
 
 class Ref:
@@ -199,16 +199,5 @@ def _unwrap(value: Any) -> Any:
 
 
 def slots_in(template: Any) -> Iterator[int]:
-    """The slots a step's template refers to (its ``Ref``s, in nested tuples, lists, dicts and slices)."""
-    t = type(template)
-    if t is Ref:
-        yield template.slot
-    elif t is tuple or t is list:
-        for v in template:
-            yield from slots_in(v)
-    elif t is dict:
-        for v in template.values():
-            yield from slots_in(v)
-    elif t is slice:
-        for v in (template.start, template.stop, template.step):
-            yield from slots_in(v)
+    """The slots a step's template refers to (its ``Ref``s, however nested)."""
+    return (ref.slot for ref in nested(template, Ref))

@@ -148,14 +148,22 @@ def is_array(value: Any) -> bool:
             and not isinstance(value, Tensor))
 
 
-def tracers_in(value: Any) -> Iterator[Tracer]:
-    """The tracers among a call's arguments (in nested tuples, lists and dicts)."""
+def nested(value: Any, kind: type) -> Iterator[Any]:
+    """The values of type ``kind`` in ``value``, or inside its nested tuples, lists, dicts and slices."""
     t = type(value)
-    if t is Tracer:
+    if t is kind:
         yield value
     elif t is tuple or t is list:
         for v in value:
-            yield from tracers_in(v)
+            yield from nested(v, kind)
     elif t is dict:
         for v in value.values():
-            yield from tracers_in(v)
+            yield from nested(v, kind)
+    elif t is slice:
+        for v in (value.start, value.stop, value.step):
+            yield from nested(v, kind)
+
+
+def tracers_in(value: Any) -> Iterator[Tracer]:
+    """The tracers among a call's arguments."""
+    return nested(value, Tracer)
