@@ -173,11 +173,16 @@ def orders(results: list[Result]) -> list[str]:
     return [order for order in merges.ORDERS if order in found]
 
 
+def _table_head(names: list[str]) -> list[str]:
+    """The heading rows of a table with a row per case and a column per contender in ``names``."""
+    return ["| workload | case | " + " | ".join(names) + " |", "|---|---|" + "---|" * len(names)]
+
+
 def summary(done: Done) -> list[str]:
     """One row per case (per case and order of merging, where W6 has two), one column per
     contender: the median ratio to the floor (for W5, of peak memory), or why there is none."""
     names = contender_names(done, floor=False)
-    lines = ["| workload | case | " + " | ".join(names) + " |", "|---|---|" + "---|" * len(names)]
+    lines = _table_head(names)
     for case, results in done:
         by_name = {r.contender: r for r in results}
         several = len(orders(results)) > 1
@@ -200,7 +205,7 @@ def first_calls(done: Done) -> list[str]:
     names = [name for name in contender_names(timed, floor=False) if name in compilers]
     if not names:
         return []
-    lines = ["| workload | case | " + " | ".join(names) + " |", "|---|---|" + "---|" * len(names)]
+    lines = _table_head(names)
     for case, results in timed:
         by_name = {r.contender: r for r in results}
         if any(name in by_name for name in names):
