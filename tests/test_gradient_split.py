@@ -221,3 +221,11 @@ def test_same_as_on_a_spent_handle_raises_its_error():
     y = x * 2.0
     with pytest.raises(tk.TapeMovedError):
         x.tape.same_as(y.tape)
+
+
+def test_the_figure_lists_missing_in_its_legend_only_when_a_part_is_missing():
+    legend = lambda fig: [t.get_text() for t in fig.legends[0].get_texts()]  # noqa: E731
+    whole = viz.plot_gradient_split(viz.gradient_split(*p4(zz_first=False)[2:], label="z first"))
+    assert legend(whole) == ["tape A's backward", "tape B's backward"]
+    partial = viz.plot_gradient_split(viz.gradient_split(*p4(zz_first=True)[2:], label="zz first"))
+    assert legend(partial)[-1] == "missing: no backward delivers it"

@@ -172,7 +172,8 @@ def plot_gradient_split(*splits: GradientSplit) -> "Figure":
     ranks = sorted({s.colours.rank(s.tapes[key]) for s in splits for p in s.parts.values() for key in p
                     if key != MISSING_KEY})
     handles = [Patch(color=tape_colour(r), label=f"{tape_name(r)}'s backward") for r in ranks]
-    handles.append(Patch(facecolor="white", edgecolor=MISSING, hatch="//", label="missing: no backward delivers it"))
+    if any(p[MISSING_KEY].any() for s in splits for p in s.parts.values()):
+        handles.append(Patch(facecolor="white", edgecolor=MISSING, hatch="//", label="missing: no backward delivers it"))
     fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 3), frameon=False, fontsize=10)
     fig.suptitle("Who delivers each leaf's gradient", fontsize=12)
     return fig
