@@ -22,6 +22,16 @@ def p5(tape):
     zz = y * 2.0
 
 
+def fan_out(tape):
+    """x reaches s three ways: twice through x * x, once through exp (on a tape of its own)."""
+    dev = tk.Cpu()
+    x = dev.tensor([0.5, 1.0]).trace(tape())
+    e = x.retaped().exp()
+    xx = x * x
+    y = e + xx
+    s = y.sum()
+
+
 def three_outputs(tape):
     """Tutorial 5's program: three outputs that share their inputs, so an ArcTape run partitions them."""
     dev = tk.Cpu()

@@ -12,20 +12,10 @@ import pytest
 import tapekit as tk
 
 from .dot_helpers import nodes
-from .programs import p4, p5
+from .programs import fan_out, p4, p5
 
 BackwardPlayer = tk.widgets.BackwardPlayer
 E = math.e
-
-
-def fan_out(tape):
-    """x reaches s three ways: twice through x * x, once through exp (on a tape of its own)."""
-    dev = tk.Cpu()
-    x = dev.tensor([0.5, 1.0]).trace(tape())
-    e = x.retaped().exp()
-    xx = x * x
-    y = e + xx
-    s = y.sum()
 
 
 def shared_fan_out(tape):

@@ -4,12 +4,15 @@ its tutorial runs in JupyterLab's dark theme with every player readable."""
 
 from __future__ import annotations
 
+import inspect
 import json
 import urllib.request
 from pathlib import Path
 
 import nbformat
 import pytest
+
+from tests.programs import fan_out
 
 from notebook_page import NotebookPage, fit_problems, readability_problems, wait_for
 
@@ -19,17 +22,12 @@ VIEWPORT = {"width": 1280, "height": 800}
 REPO = Path(__file__).parent.parent.parent
 TUTORIAL = next((REPO / "notebooks").glob("*watch_backward_run.ipynb"))  # its number may change
 THEMES = "lab/api/settings/@jupyterlab/apputils-extension:themes"
-SOURCE = '''import tapekit as tk
+SOURCE = f"""import tapekit as tk
 
-def fan_out(tape):
-    dev = tk.Cpu()
-    x = dev.tensor([0.5, 1.0]).trace(tape())
-    e = x.retaped().exp()
-    xx = x * x
-    y = e + xx
-    s = y.sum()
 
-tk.widgets.BackwardPlayer(fan_out, policy="union")'''
+{inspect.getsource(fan_out)}
+
+tk.widgets.BackwardPlayer(fan_out, policy="union")"""
 
 # The smallest text the player shows in HTML (its heading, maths and gradients), in CSS pixels; the
 # text of its DAG is measured by `fit_problems`.
