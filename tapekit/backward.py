@@ -157,6 +157,7 @@ def _run(records: list[Record], planned: Planned, outputs: Sequence[Tensor], see
     for out, seed in zip(outputs, seeds):
         _add(found, out.id, seed, xp)
     rec, tid, checking = None, None, anomaly.on
+    unreached: list[Record] = []  # records no output reaches: their operands get zero entries at the end
     try:
         for rec in reversed(records):
             tid = None
@@ -164,8 +165,8 @@ def _run(records: list[Record], planned: Planned, outputs: Sequence[Tensor], see
             g = get(rec.out)
             if rec.out in have:  # an entry the tape held before this backward adds to the gradient
                 g = have[rec.out] if g is None else have[rec.out] + g
-            if g is None:  # not on the way to an output: its operands still get (zero) entries
-                _zero_entries(found, rec, have, leaves, device)
+            if g is None:
+                unreached.append(rec)
                 continue
             for tid, shape, rule in zip(rec.inputs, rec.shapes, rules):
                 if rule is None or (wanted is not None and tid not in wanted):
@@ -195,6 +196,8 @@ def _run(records: list[Record], planned: Planned, outputs: Sequence[Tensor], see
                 arrays.pop(rec.out, None)
         found.fresh += fresh
         found.fresh_bytes += fresh_bytes
+        rec = tid = None
+        _zero_entries(found, unreached, have, leaves, device)
     except BaseException as err:
         found.undo(planned)
         if not isinstance(err, Exception) or isinstance(err, NonFiniteError):  # an interrupt stays one
@@ -203,13 +206,24 @@ def _run(records: list[Record], planned: Planned, outputs: Sequence[Tensor], see
     return found
 
 
-def _zero_entries(found: Found, rec: Record, have: dict[int, Any], leaves: frozenset[int] | None, device: Any) -> None:
-    """Zero gradients for the operands of ``rec``, a record no output reaches, that have no entry
-    yet (with a leaf set, for its leaves only)."""
-    for tid, shape in zip(rec.inputs, rec.shapes):
-        if tid is not None and tid not in found.arrays and tid not in have and (leaves is None or tid in leaves):
-            found.arrays[tid] = device.xp.zeros(shape, dtype=rec.dtype, **device._placement())
-            found.made(found.arrays[tid])
+def _zero_entries(found: Found, unreached: list[Record], have: dict[int, Any], leaves: frozenset[int] | None,
+                  device: Any) -> None:
+    """Zero gradients for the operands of the ``unreached`` records (newest first) that got no
+    entry, since every operand of a recorded op gets one. With a leaf set, only the leaves still
+    without an entry are looked for, and the search ends once each has one."""
+    arrays = found.arrays
+    lacking = None if leaves is None else set(leaves.difference(arrays, have))
+    for rec in unreached:
+        if lacking is not None and lacking.isdisjoint(rec.inputs):
+            if not lacking:
+                return
+            continue
+        for tid, shape in zip(rec.inputs, rec.shapes):
+            if tid is not None and tid not in arrays and tid not in have and (lacking is None or tid in lacking):
+                arrays[tid] = device.xp.zeros(shape, dtype=rec.dtype, **device._placement())
+                found.made(arrays[tid])
+                if lacking is not None:
+                    lacking.discard(tid)
 
 
 def _add(found: Found, tid: int, grad: Any, xp: Any) -> None:

@@ -177,6 +177,21 @@ def test_backward_over_all_outputs_under_global_tape(cpu):
         assert np.allclose(g[t], ref)
 
 
+@pytest.mark.parametrize("leaf_set", [False, True])
+def test_every_operand_of_a_recorded_op_gets_an_entry(cpu, leaf_set):
+    """Operands of records no output reaches get zero entries; an operand that an output also
+    reaches (through an older record) keeps its whole gradient."""
+    x, y, w = cpu.tensor([1.0, 2.0]), cpu.tensor([3.0, 4.0]), cpu.tensor([5.0, 6.0])
+    with tk.GlobalTape(leaves=[x, y, w] if leaf_set else None) as tape:
+        unreached_before = x * w
+        out = (y * 2.0).sum()
+        unreached_after = y * x
+    g = tape.backward(out)
+    assert np.array_equal(g[y], [2.0, 2.0])
+    assert np.array_equal(g[x], [0.0, 0.0]) and np.array_equal(g[w], [0.0, 0.0])
+    assert unreached_before.id not in g and unreached_after.id not in g  # outputs, not operands
+
+
 def test_each_output_alone_under_arc_gets_only_part(cpu):
     (x, y, w), (o1, o2, o3) = dag_program(cpu, tk.ArcTape)
     ref = reference_grads(cpu)
