@@ -6,14 +6,13 @@ from .base import LOCK, Record, Tape
 
 
 class SharedTape(Tape):
-    """A tape several tensors hold at once; changes to it are made under one lock, on the tape
-    that holds the records (a merged UnionTape's root)."""
+    """A tape several tensors hold at once; changes to it are made under one lock."""
 
     __slots__ = ()
 
     def _record(self, rec: Record) -> None:
         with LOCK:
-            Tape._record(self._store(), rec)
+            Tape._record(self, rec)
 
 
 class ArcTape(SharedTape):

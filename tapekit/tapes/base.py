@@ -19,7 +19,7 @@ from ..errors import TapeConsumedError, TapeError, TapeMovedError
 from ..gradients import Gradients, leaf_ids
 from ..ids import label
 
-LOCK = threading.RLock()  # guards every change to a tape that several holders share
+LOCK = threading.Lock()  # guards every change to a tape that several holders share (never taken twice)
 _labels = itertools.count()
 _births = itertools.count()  # creation order of tapes, so pictures can colour them stably
 
@@ -122,7 +122,10 @@ class Tape:
     def _record(self, rec: Record) -> None:
         home = rec.home = self._ref
         self._records.append(rec)
-        for parent in (rec.first_parent,) if rec.other_parents is None else rec.parents:
+        first = rec.first_parent
+        if first is not None and first.home is not home:
+            self._foreign.append(first)
+        for parent in rec.other_parents or ():
             if parent is not None and parent.home is not home:
                 self._foreign.append(parent)
 
