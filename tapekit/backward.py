@@ -136,7 +136,8 @@ class Found:
 def _run(records: list[Record], planned: Planned, outputs: Sequence[Tensor], seeds: Sequence[Any]) -> Found:
     """Run the records newest-first, each rule mapping its output's gradient to an operand's, and
     return what was found. Nothing outside the result changes, but for zeroed buffers that rules
-    write into, which are zeroed again if a rule fails.
+    write into, which are zeroed again if a rule fails. A record that no output reaches runs no
+    rule; its operands get zero entries at the end, if nothing else gave them one.
 
     With a leaf set, work whose result the end of backward would drop is skipped: an operand that
     no record of this backward made and that is not a leaf (an input batch, a constant) gets no
