@@ -254,5 +254,39 @@ def test_the_player_displays_as_a_widget_with_a_static_picture():
     assert "application/vnd.jupyter.widget-view+json" in bundle
     assert bundle["text/html"].count('src="data:image/svg+xml;base64,') == 1  # kept by viewers that strip <svg>
     assert "g_x += g_xx * x" in bundle["text/html"] and bundle["text/plain"] == repr(player)
-    assert player.picture.value == player.svg and 'style="max-width:100%;height:auto"' in player.svg
+    assert player.picture.value == player.svg and 'style="display:block;max-width:100%;height:auto"' in player.svg
     assert repr(player) == "BackwardPlayer(fan_out, policy='union', step=3 of 5)"
+
+
+# -- the layout: text that wraps at spaces, beside the DAG or below it for the whole replay --------
+
+def svg_px(svg: str) -> tuple[float, float]:
+    width, height = re.match(r'<svg [^>]*width="([\d.]+)pt" height="([\d.]+)pt"', svg).groups()
+    return float(width) * 4 / 3, float(height) * 4 / 3
+
+
+def px(css: str) -> float:
+    return float(re.search(r"([\d.]+)px", css)[1])
+
+
+def test_the_text_wraps_at_spaces_and_its_column_is_never_squeezed():
+    player = BackwardPlayer(p4, policy="arc", output="zz", step=1)
+    for html_text in (player.code.value, player.panel.value):
+        assert "word-break:normal" in html_text and "break-all" not in html_text  # JupyterLab's <pre> breaks anywhere
+    assert px(player.panel.layout.min_width) >= 300 and "100%" in player.panel.layout.min_width  # fits a narrow page
+    assert px(player.panel.layout.flex) == px(player.panel.layout.min_width)  # wraps under the DAG, never squeezed
+
+
+@pytest.mark.parametrize("program, policy, output", [(fan_out, "union", None), (p4, "arc", "zz"), (p5, "union", ["z", "zz"])])
+def test_the_dag_keeps_the_size_of_its_largest_step_so_the_layout_never_changes(program, policy, output):
+    player = BackwardPlayer(program, policy=policy, output=output)
+    boxes, sizes = set(), []
+    for k in range(player.step.max + 1):
+        player.step.value = k
+        boxes.add((player.picture.layout.width, player.picture.layout.min_height))
+        sizes.append(svg_px(player.svg))
+    assert len(boxes) == 1, boxes  # the text beside the DAG, or below it, at every step
+    (width, height), = boxes
+    assert px(width) == pytest.approx(max(w for w, _ in sizes), abs=1)
+    assert px(height) == pytest.approx(max(h for _, h in sizes), abs=1)
+    assert player.picture.layout.max_width == "100%"

@@ -10,6 +10,7 @@ gradients it missed and why, in tapekit's own words.
 from __future__ import annotations
 
 import html
+import re
 import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -34,6 +35,7 @@ from .views import ERROR_INK, SHRINK, row, static_html, svg_img
 SMALL = 6  # a gradient of at most this many values is shown in full, a larger one by its shape and norm
 RUNNING = "#000000"  # outline of the record running now, and of the gradients it sends
 FONT = "Helvetica"
+TEXT_MIN_PX = 360  # the gradients' column: about 43 characters; narrower, it goes below the DAG
 
 # The vector-Jacobian product each rule computes, one per operand: {g} is the gradient of the output
 # {out}, {0} and {1} are the operands. An op not listed here is written g_out · ∂out/∂x.
@@ -98,10 +100,11 @@ class BackwardPlayer:
         self.play = w.Play(interval=1500, tooltip="run the steps one by one")
         self.step = w.IntSlider(description="step", continuous_update=False, layout=w.Layout(width="420px"))
         w.jslink((self.play, "value"), (self.step, "value"))
-        self.code, self.picture = w.HTML(), w.HTML(layout=w.Layout(flex="0 1 auto", min_width="0"))
-        self.panel = w.HTML(layout=w.Layout(flex="1 1 300px"))
+        self.code, self.picture = w.HTML(), w.HTML(layout=w.Layout(flex="0 1 auto", min_width="0", max_width="100%"))
+        self.panel = w.HTML(layout=w.Layout(flex=f"1 1 {TEXT_MIN_PX}px", min_width=f"min({TEXT_MIN_PX}px, 100%)"))
         self.svg = self.dot = self.text = ""
         self.steps: list[Step] = []
+        self.drawn: list[tuple[str, str]] = []  # every step's DOT and SVG
         side_by_side = w.Layout(display="flex", flex_flow="row wrap", align_items="flex-start")  # when they fit
         self.widget = w.VBox([w.HBox([self.policy, self.play, self.step]), self.code,
                               w.Box([self.picture, self.panel], layout=side_by_side)])
@@ -127,10 +130,25 @@ class BackwardPlayer:
             for tid, view in self.scene.tensors.items():
                 set_name(tid, view.name)  # so tapekit's messages name tensors as the picture does
             self._run(stores)
+        self._draw_every_step()
         with self.step.hold_trait_notifications(), self.play.hold_trait_notifications():
             self.step.max = self.play.max = len(self.steps)
             self.step.value = min(max(step, 0), len(self.steps))
         self.redraw()
+
+    def _draw_every_step(self) -> None:
+        """Draw the DAG at every step, and size its box to the largest: the gradients' column then
+        stays beside the DAG (or below it) for the whole replay, and stepping does not move the page."""
+        self.drawn = []
+        if self.scene is not None:
+            for k in range(len(self.steps) + 1):
+                picture = self._picture(k)
+                svg = picture.svg().replace("<svg ", f'<svg style="display:block;{SHRINK}" ', 1)  # no gap below it
+                self.drawn.append((picture.source, svg))
+        sizes = [_size_px(svg) for _, svg in self.drawn] or [(0, 0)]
+        width, height = max(w for w, _ in sizes), max(h for _, h in sizes)
+        self.picture.layout.width = f"{width:.0f}px" if width else None
+        self.picture.layout.min_height = f"{height:.0f}px" if height else None
 
     def _scene(self, moment: Moment) -> Scene:
         """What the DAG shows: the outputs' history and every record their tapes hold (the backward
@@ -255,8 +273,7 @@ class BackwardPlayer:
         self.code.value = (f'<div style="font-size:14px">{problem}<b>{html.escape(heading)}</b></div>'
                            + _pre("\n".join(maths)))
         self.panel.value = _pre("\n".join(listing))
-        picture = self._picture()
-        self.dot, self.svg = picture.source, picture.svg().replace("<svg ", f'<svg style="{SHRINK}" ', 1)
+        self.dot, self.svg = self.drawn[self.step.value]
         self.picture.value = self.svg
 
     def _words(self) -> tuple[str, list[str], list[str]]:
@@ -298,9 +315,9 @@ class BackwardPlayer:
         lines.append(f"(in tapekit's messages, {self.tape_names})")
         return lines
 
-    def _picture(self) -> Picture:
-        """The DAG at this step: the running record outlined, gradients in the tensors, unseen records dashed."""
-        step = None if self.at_end else self.steps[self.step.value]
+    def _picture(self, k: int) -> Picture:
+        """The DAG at step ``k``: the running record outlined, gradients in the tensors, unseen records dashed."""
+        step = None if k == len(self.steps) else self.steps[k]
         graph = Picture("backward", graph_attr={"rankdir": "TB", "fontname": FONT, "nodesep": "0.3",
                                                 "ranksep": "0.3", "size": "8.5,20"},
                         node_attr={"fontname": FONT, "fontsize": "12"},
@@ -309,7 +326,7 @@ class BackwardPlayer:
         grads, outputs = self.returned if step is None else step.grads, {o.id for o in self.outputs}
         for tid, view in self.scene.tensors.items():
             graph.node(ids[tid], **self._tensor_node(view, grads.get(tid), tid in outputs, missing=step is None))
-        ran = {rec.out for rec in (self.records[len(self.records) - self.step.value:] if step else self.records)}
+        ran = {rec.out for rec in (self.records[len(self.records) - k:] if step else self.records)}
         for i, op in enumerate(self.scene.ops, 1):
             running = step is not None and step.record is not None and op.out == step.record.out
             graph.node(f"op{i}", **self._op_node(op, running, op.out in ran))
@@ -421,5 +438,13 @@ def _row(swatch: str, text: str, ink: str | None = None) -> str:
     return f'<TR><TD BGCOLOR="{swatch}" WIDTH="18"></TD><TD ALIGN="LEFT">{text}</TD></TR>'
 
 
+def _size_px(svg: str) -> tuple[float, float]:
+    """The width and height Graphviz drew ``svg`` at, in CSS px; ``(0, 0)`` for the DOT source shown instead."""
+    size = re.match(r'<svg [^>]*width="([\d.]+)pt" height="([\d.]+)pt"', svg)
+    return (float(size[1]) * 4 / 3, float(size[2]) * 4 / 3) if size else (0, 0)
+
+
 def _pre(text: str) -> str:
-    return f'<pre style="white-space:pre-wrap;font-size:14px;margin:4px 0">{html.escape(text)}</pre>'
+    """Text that wraps at spaces (JupyterLab's own style for <pre> in outputs breaks words anywhere)."""
+    return (f'<pre style="white-space:pre-wrap;word-break:normal;overflow-wrap:break-word;font-size:14px;'
+            f'margin:4px 0">{html.escape(text)}</pre>')

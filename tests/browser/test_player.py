@@ -100,3 +100,25 @@ def test_the_tutorial_runs_fits_and_reads_in_the_dark_theme(page, lab):
         assert page.locator(".jp-Cell-outputArea .widget-html svg").count() == 4  # every player's DAG was checked
     finally:
         set_theme(lab, "JupyterLab Light")  # the other tests see the default theme
+
+
+# Where the gradients' column sits (beside the DAG: true) and how tall the DAG's box is.
+LAYOUT_JS = """player => { const [dag, text] = player.querySelector(':scope > .widget-box:last-child').children;
+    const d = dag.getBoundingClientRect(), t = text.getBoundingClientRect();
+    return {beside: t.left >= d.right, dag: Math.round(d.height)}; }"""
+
+
+def test_stepping_keeps_the_gradients_where_they_are_and_the_dag_s_height(page, lab):
+    page.set_viewport_size(VIEWPORT)
+    notebook = NotebookPage(page, lab, write_fixture(lab)).open()
+    notebook.run_all()
+    player = page.locator(".jp-Cell-outputArea .widget-vbox").first
+    heading = player.locator(".widget-html b").first
+    player.locator(".widget-slider [role=slider]").focus()
+    layouts = []
+    for k in range(6):
+        wait_for(lambda: heading.inner_text(), lambda t: t.startswith(f"step {k} of 5"), what=f"step {k}")
+        layouts.append(player.evaluate(LAYOUT_JS))
+        page.keyboard.press("ArrowRight")
+    assert all(layout == layouts[0] for layout in layouts), layouts
+    assert page.locator(".jp-Cell-outputArea").first.evaluate("a => a.scrollWidth <= a.clientWidth")
