@@ -210,21 +210,21 @@ def _run(records: list[Record], planned: Planned, outputs: Sequence[Tensor], see
 def _zero_entries(found: Found, unreached: list[Record], have: dict[int, Any], leaves: frozenset[int] | None,
                   device: Any) -> None:
     """Zero gradients for the operands of the ``unreached`` records (newest first) that got no
-    entry, since every operand of a recorded op gets one. With a leaf set, only the leaves still
-    without an entry are looked for, and the search ends once each has one."""
+    entry, since every operand of a recorded op gets one (with a leaf set, only leaves are kept).
+    The search ends once each of them has one."""
     arrays = found.arrays
-    lacking = None if leaves is None else set(leaves.difference(arrays, have))
+    lacking = set().union(*(rec.inputs for rec in unreached)) if leaves is None else set(leaves)
+    lacking.difference_update(arrays, have, (None,))
     for rec in unreached:
-        if lacking is not None and lacking.isdisjoint(rec.inputs):
+        if lacking.isdisjoint(rec.inputs):
             if not lacking:
                 return
             continue
         for tid, shape in zip(rec.inputs, rec.shapes):
-            if tid is not None and tid not in arrays and tid not in have and (lacking is None or tid in lacking):
+            if tid in lacking:
                 arrays[tid] = device.xp.zeros(shape, dtype=rec.dtype, **device._placement())
                 found.made(arrays[tid])
-                if lacking is not None:
-                    lacking.discard(tid)
+                lacking.discard(tid)
 
 
 def _add(found: Found, tid: int, grad: Any, xp: Any) -> None:

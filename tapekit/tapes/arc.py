@@ -6,13 +6,14 @@ from .base import LOCK, Record, Tape
 
 
 class SharedTape(Tape):
-    """A tape several tensors hold at once; changes to it are made under one lock."""
+    """A tape several tensors hold at once; changes to it are made under one lock, on the tape
+    that holds the records (a merged UnionTape's root)."""
 
     __slots__ = ()
 
     def _record(self, rec: Record) -> None:
         with LOCK:
-            Tape._record(self, rec)
+            Tape._record(self._store(), rec)
 
 
 class ArcTape(SharedTape):

@@ -52,10 +52,6 @@ class UnionTape(SharedTape):
             node._parent, node = root, node._parent
         return root
 
-    def _record(self, rec: Record) -> None:
-        with LOCK:  # on the root, which a merge in another thread may change
-            Tape._record(self._store(), rec)
-
     def _merge(self, other: Tape, op: str) -> Tape:
         with LOCK:
             left, right = self._store(), other._store()
