@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .core import binary, same, where_false, where_true, zero
+from .core import binary, same, zero
 from .elementwise import d_power, refuse_negative_integer_power
 
 __all__ = ["add", "sub", "mul", "div", "pow", "maximum", "minimum", "logaddexp", "floor_divide", "remainder"]
@@ -58,16 +58,28 @@ def pow(xp, x, y):
     return out, (xp, x, y, out)
 
 
-@binary(where_true, where_false)
+def _winner_x(g: Any, xp: Any, x_wins: Any, tie: Any) -> Any:
+    """``x``'s gradient of a pick between ``x`` and ``y``: all of ``g`` where ``x`` was picked, half at a tie."""
+    return xp.where(x_wins, g, xp.where(tie, g / 2, xp.zeros_like(g)))
+
+
+def _winner_y(g: Any, xp: Any, x_wins: Any, tie: Any) -> Any:
+    """``y``'s gradient of a pick between ``x`` and ``y``: all of ``g`` where ``y`` was picked, half at a tie."""
+    return xp.where(x_wins, xp.zeros_like(g), xp.where(tie, g / 2, g))
+
+
+@binary(_winner_x, _winner_y)
 def maximum(xp, x, y):
-    """Elementwise maximum; the gradient goes to the larger operand, and to ``x`` at ties."""
-    return xp.maximum(x, y), (xp, x >= y)
+    """Elementwise maximum; the gradient goes to the larger operand, half to each at a tie (as in
+    dfdx and PyTorch)."""
+    return xp.maximum(x, y), (xp, x > y, x == y)
 
 
-@binary(where_true, where_false)
+@binary(_winner_x, _winner_y)
 def minimum(xp, x, y):
-    """Elementwise minimum; the gradient goes to the smaller operand, and to ``x`` at ties."""
-    return xp.minimum(x, y), (xp, x <= y)
+    """Elementwise minimum; the gradient goes to the smaller operand, half to each at a tie (as in
+    dfdx and PyTorch)."""
+    return xp.minimum(x, y), (xp, x < y, x == y)
 
 
 @binary(lambda g, xp, x, y, out: g * xp.exp(x - out), lambda g, xp, x, y, out: g * xp.exp(y - out))

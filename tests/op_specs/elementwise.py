@@ -46,9 +46,11 @@ _binary("pow", lambda a, b: a ** b, np.power, "positive", edges=[
          [[0.0, 1.0, 0.0, inf, -inf, -4.0, nan], [0.0, 0.0, 0.0, 0.0, -inf, nan, nan]],
          why="PyTorch's values: y * x ** (y - 1), 0 for y == 0; x ** y * log(x), 0 at x == 0 for y >= 0")])
 _binary("maximum", tk.maximum, np.maximum, edges=[
-    Edge([[1.0, 2.0], [1.0, 3.0]], [[1.0, 0.0], [0.0, 1.0]], why="the larger operand's; x's at a tie")])
+    Edge([[1.0, 2.0, 4.0], [1.0, 3.0, 3.0]], [[0.5, 0.0, 1.0], [0.5, 1.0, 0.0]],
+         why="the larger operand's; half each at a tie, as dfdx, PyTorch and central differences give")])
 _binary("minimum", tk.minimum, np.minimum, edges=[
-    Edge([[1.0, 2.0], [1.0, 3.0]], [[1.0, 1.0], [0.0, 0.0]], why="the smaller operand's; x's at a tie")])
+    Edge([[1.0, 2.0, 4.0], [1.0, 3.0, 3.0]], [[0.5, 1.0, 0.0], [0.5, 0.0, 1.0]],
+         why="the smaller operand's; half each at a tie, as dfdx, PyTorch and central differences give")])
 _binary("logaddexp", tk.logaddexp, np.logaddexp, edges=[
     Edge([[0.3], [0.3]], [[0.5], [0.5]], why="half each at a tie")])
 _binary("floor_divide", lambda a, b: a // b, np.floor_divide, "any", "positive", edges=[
