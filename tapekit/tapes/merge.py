@@ -6,30 +6,27 @@ from typing import Any, Sequence
 
 from ..errors import TapePolicyError
 from ..ids import label
-from .base import Tape, raise_spent
+from .base import Tape
 from .global_ import GlobalTape, _active, active_global
 
 
 def operand_tapes(inputs: Sequence[Any], op: str) -> Sequence[Tape]:
     """The tapes an op will merge, checked: none spent, one policy. Changes nothing."""
-    tape = None
-    for t in inputs:  # handles of tapes that are already one count once; anything else is checked in full
-        other = getattr(t, "_tape", None)
-        if other is None or other is tape:
-            continue
+    store = None
+    for t in inputs:  # handles of tapes that are already one (merged UnionTapes) count once
+        tape = getattr(t, "_tape", None)
         if tape is None:
-            tape = other
-        elif tape._spent is None and other._spent is None and other._store() is tape._store():
-            tape = tape._store()  # two handles of tapes that are already one (merged UnionTapes)
-        else:
+            continue
+        if tape._spent is not None:
             return _checked_tapes(inputs, op)
+        mine = tape._store()
+        if store is None:
+            store = mine
+        elif mine is not store:
+            return _checked_tapes(inputs, op)  # tapes to merge: anything but one tape is checked in full
     if _active.get():
         return _checked_tapes(inputs, op)
-    if tape is None:
-        return ()
-    if tape._spent is not None:
-        raise_spent(tape)
-    return (tape,)
+    return () if store is None else (store,)
 
 
 def _checked_tapes(inputs: Sequence[Any], op: str) -> list[Tape]:
