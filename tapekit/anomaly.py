@@ -8,7 +8,6 @@ so the tapes stay intact. Outside the block, the ops pay one test of a module fl
 
 from __future__ import annotations
 
-import linecache
 import sys
 import threading
 from typing import Any, Sequence
@@ -17,6 +16,7 @@ import numpy as np
 
 from .errors import NonFiniteError
 from .ids import label
+from .source import code_at, place
 
 on = False  # read by emit and backward: True while any thread is inside a block
 _depth = 0
@@ -52,14 +52,15 @@ class detect_anomaly:
 
 
 def user_line() -> str:
-    """``file:line (code)`` of the first frame outside tapekit: the line of the user's program."""
+    """``file:line (code)`` of the first frame outside tapekit: the line of the user's program
+    (``line 4 of a notebook cell (code)`` in a notebook)."""
     frame = sys._getframe(1)
     while frame is not None and frame.f_globals.get("__name__", "").startswith("tapekit"):
         frame = frame.f_back
     if frame is None:
         return "an unknown line"
-    code = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
-    return f"{frame.f_code.co_filename}:{frame.f_lineno}" + (f" ({code})" if code else "")
+    code = code_at(frame)
+    return place(frame) + (f" ({code})" if code else "")
 
 
 def check_output(name: str, out: Any, inputs: Sequence[Any], device: Any) -> None:

@@ -316,6 +316,15 @@ def test_reading_a_value_while_recording_names_the_line(read) -> None:
     assert "Move the read out of f" in str(err.value)
 
 
+def test_a_read_in_a_notebook_cell_names_the_cells_line() -> None:
+    cell = compile("def f(x):\n    return float((x * 2.0).sum())\n", "/tmp/ipykernel_4102/3848855837.py", "exec")
+    scope: dict = {}
+    exec(cell, scope)
+    with pytest.raises(tk.CompileError, match=r"records f\(\) at line 2 of a notebook cell\. ") as err:
+        tk.compile(scope["f"])(tk.Cpu().ones((3,)))
+    assert "ipykernel" not in str(err.value)
+
+
 def test_tapekits_own_checks_may_read_values() -> None:
     dev = tk.Cpu()
     step = tk.compile(lambda x, y: tk.cross_entropy(x, y))  # checks the label range: a read, allowed

@@ -15,6 +15,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
+from ..source import code_at, place
 from ..tensor import Tensor
 from .errors import CompileError
 from .tracer import Tracer, is_array, nested, tracers_in
@@ -148,8 +149,8 @@ class Recorder:
             return read(tracer.a)
         if entry is not None:
             how = _READ_NAMES.get(entry.f_code.co_name, how)
-        where = "" if frame is None else f" at {frame.f_code.co_filename}:{frame.f_lineno}"
-        line = _source_line(frame)
+        where = "" if frame is None else f" at {place(frame)}"
+        line = "" if frame is None else code_at(frame)
         raise CompileError(
             f"{how} reads a value of an array while tk.compile records {self.fn_name}(){where}"
             f"{f': `{line}`' if line else ''}. A compiled step is a fixed program of array calls, so Python "
@@ -161,13 +162,6 @@ class Recorder:
 _READ_NAMES = {"__bool__": "bool() of a tensor (an `if` or `while` on it)", "__float__": "float() of a tensor",
                "item": ".item()", "numpy": ".numpy()", "tolist": ".tolist()", "__array__": "np.asarray() of a tensor",
                "__repr__": "printing a tensor"}
-
-
-def _source_line(frame: Any) -> str:
-    if frame is None:
-        return ""
-    import linecache
-    return linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
 
 
 _USER_READS = {getattr(Tensor, name).__code__ for name in ("item", "tolist", "numpy", "__float__", "__bool__",
