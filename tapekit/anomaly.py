@@ -16,7 +16,7 @@ import numpy as np
 
 from .errors import NonFiniteError
 from .ids import label
-from .source import code_at, place
+from .callsite import code_at, place
 
 on = False  # read by emit and backward: True while any thread is inside a block
 _depth = 0

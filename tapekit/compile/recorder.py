@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from ..source import code_at, place
+from ..callsite import code_at, place
 from ..tensor import Tensor
 from .errors import CompileError
 from .tracer import Tracer, is_array, nested, tracers_in
