@@ -17,7 +17,7 @@ import numpy as np
 from .errors import DTypeError, IndexingError, InvalidArgumentError, ShapeError, checked_number
 from .nn.module import branch
 from .devices import dtype_name, is_floating, is_integer
-from .ops import logsumexp, stack
+from .ops import logsumexp, stack, where
 from .ops.core import emit
 from .ops.reduce import stable_log_softmax
 from .ops.shape import device_array, value_range
@@ -45,7 +45,8 @@ def cross_entropy(logits: Tensor, target: Any, reduction: str = "mean", label_sm
     ``target`` is either integer class indices of the other axes' shape (``(N,)`` for ``(N, C)``
     logits), or floating class probabilities of the logits' shape (a one-hot, or soft labels,
     which may be traced). With ``label_smoothing=ε`` the target ``t`` is ``(1 - ε) target + ε / C``.
-    The log-softmax is shifted by the maximum, so any logits work.
+    The log-softmax is shifted by the maximum, so any logits work; a class whose target is 0 adds
+    nothing, even with a logit of -inf (a masked class: ``0 log 0 = 0``).
 
     Gradient, per unit of an example's loss (divided by the number of examples for ``"mean"``):
     ``softmax(logits) * sum(t) - t`` for the logits, which is ``softmax - t`` when ``t`` sums to 1,
@@ -57,7 +58,7 @@ def cross_entropy(logits: Tensor, target: Any, reduction: str = "mean", label_sm
     if eps:
         t = logits.device.count(t * (1 - eps) + eps / x.shape[-1])
     logp = stable_log_softmax(xp, x, -1)
-    per_example = -xp.sum(logp * t, axis=-1)
+    per_example = -xp.sum(xp.where(t == 0, xp.zeros_like(logp), logp * t), axis=-1)  # 0 log 0 = 0
     n = math.prod(x.shape[:-1]) if reduction == "mean" else 1
     out = per_example if reduction == "none" else xp.sum(per_example) / n
     rules = (_logits_grad, _target_grad if operand is target else None)  # a target made here is a constant
@@ -81,8 +82,9 @@ def nll_loss(log_probs: Tensor, target: Any, reduction: str = "mean") -> Tensor:
     """PyTorch's ``nll_loss``: ``-log_probs[..., target]`` for each example (classes on the last
     axis), averaged, summed, or one per example (``"none"``). ``target`` holds integer class indices
     of the other axes' shape, and ``nll_loss(log_softmax(x), target)`` is ``cross_entropy(x, target)``.
-    Built from ops as ``-sum(log_probs * onehot(target))``, so the gradient is ``-onehot(target)``
-    per unit of an example's loss (divided by the number of examples for ``"mean"``)."""
+    Built from ops as ``-sum(where(onehot(target), log_probs, 0))``, so the gradient is ``-onehot(target)``
+    per unit of an example's loss (divided by the number of examples for ``"mean"``), and a class the
+    label does not pick adds nothing, even a log-probability of -inf."""
     _check_reduction(reduction, "nll_loss")
     _check_first(log_probs, "nll_loss", "log-probabilities")
     labels = device_array(target, log_probs.device, "nll_loss: the target")
@@ -90,7 +92,8 @@ def nll_loss(log_probs: Tensor, target: Any, reduction: str = "mean") -> Tensor:
         raise DTypeError(f"nll_loss: the target must be integer class indices, got dtype {dtype_name(labels.dtype)}. "
                          f"Make labels integers, e.g. dev.tensor(np.array(labels), dtype='int64'); for class "
                          f"probabilities use cross_entropy(logits, probs).")
-    picked = (log_probs * _onehot(log_probs, labels, "nll_loss", "log-probabilities")).sum(axis=-1)
+    onehot = _onehot(log_probs, labels, "nll_loss", "log-probabilities")
+    picked = where(onehot.data != 0, log_probs, 0.0).sum(axis=-1)
     return _reduce(-picked, reduction)
 
 

@@ -98,6 +98,23 @@ def test_cross_entropy_is_stable_for_huge_logits(dev):
     np.testing.assert_allclose(g, [[0.5, -0.5, 0.0], [0.0, 0.0, 0.0]], atol=1e-6)
 
 
+def test_losses_ignore_an_impossible_class_the_label_does_not_pick(dev):
+    """A logit of -inf (a class masked out) that the label does not pick adds nothing: the loss is
+    finite, as in PyTorch, and so is its gradient (0 for the masked class)."""
+    logits = np.array([[-np.inf, 0.0, 1.0], [2.0, -np.inf, 0.0]])
+    want = np.mean([np.log1p(np.e), np.log1p(np.exp(-2.0))])
+    x = dev.tensor(logits, dtype="float64").trace(tk.UnionTape())
+    with np.errstate(invalid="ignore", divide="ignore"):
+        loss = tk.cross_entropy(x, [1, 0])
+        g = loss.backward()
+    np.testing.assert_allclose(loss.item(), want)
+    assert np.isfinite(host(g[x])).all() and host(g[x])[0, 0] == 0 and host(g[x])[1, 1] == 0
+    with np.errstate(invalid="ignore"):
+        nll = tk.nll_loss(dev.tensor(logits, dtype="float64"), [1, 0])
+    np.testing.assert_allclose(nll.item(), -1.0)
+
+
+
 @pytest.mark.parametrize("labels, error, match", [
     (np.array([0.0, 1.0]), tk.ShapeError, r"class probabilities and needs the logits' shape \(2, 3\), got \(2,\)"),
     ([0.5, 1.0], tk.ShapeError, r"pass integers of shape \(2,\)"),

@@ -112,3 +112,9 @@ def test_bad_arguments_say_what_to_pass(cpu):
         tk.gelu(x, approximate="erf")
     with pytest.raises(tk.InvalidArgumentError, match="decimals must be an integer"):
         x.round(1.5)
+
+
+def test_relu_keeps_a_nan(dev):
+    """A NaN must not be hidden by the activation that follows it: relu(nan) is nan, as in PyTorch."""
+    out = tk.relu(dev.tensor([np.nan, -1.0, 2.0], dtype="float64"))
+    np.testing.assert_array_equal(host(out), [np.nan, 0.0, 2.0])

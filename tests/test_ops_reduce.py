@@ -142,3 +142,16 @@ def test_methods_are_the_functions(dev, op, args, kwargs):
 def test_docstrings_say_what_and_the_gradient(op):
     doc = getattr(tk, op).__doc__
     assert doc and "gradient" in doc
+
+
+@pytest.mark.parametrize("x, axis, want", [
+    ([-np.inf, -np.inf], None, -np.inf),  # exp of nothing: log(0)
+    ([[-np.inf, -np.inf], [0.0, 1.0]], 1, [-np.inf, np.log1p(np.e)]),
+    ([np.inf, 1.0], None, np.inf),
+    ([np.inf, np.inf], None, np.inf),
+])
+def test_logsumexp_of_infinities_is_pytorchs(dev, x, axis, want):
+    """The shift by the maximum must not turn -inf - -inf or inf - inf into nan."""
+    with np.errstate(invalid="ignore"):
+        got = tk.logsumexp(dev.tensor(x, dtype="float64"), axis=axis)
+    np.testing.assert_allclose(host(got), want)

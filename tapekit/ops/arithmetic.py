@@ -32,10 +32,12 @@ def mul(xp, x, y):
     return x * y, (x, y)
 
 
-@binary(lambda g, x, y: g / y, lambda g, x, y: -g * x / (y * y))
+@binary(lambda g, y, out: g / y, lambda g, y, out: -g * out / y)
 def div(xp, x, y):
-    """``x / y``, broadcasting as numpy; gradient ``1 / y`` for ``x`` and ``-x / y²`` for ``y``."""
-    return x / y, (x, y)
+    """``x / y``, broadcasting as numpy; gradient ``1 / y`` for ``x`` and ``-x / y²`` for ``y``,
+    computed as ``-(x / y) / y`` so that ``y²`` cannot overflow or underflow."""
+    out = x / y
+    return out, (y, out)
 
 
 def _d_exponent(g, xp, x, y, out):
@@ -82,12 +84,18 @@ def minimum(xp, x, y):
     return xp.minimum(x, y), (xp, x < y, x == y)
 
 
-@binary(lambda g, xp, x, y, out: g * xp.exp(x - out), lambda g, xp, x, y, out: g * xp.exp(y - out))
+def _share_x(g: Any, xp: Any, x: Any, y: Any) -> Any:
+    """``x``'s gradient of ``logaddexp``: ``g`` times the softmax of the pair, ``exp(x - out)``, computed
+    from the difference as ``1 / (1 + exp(y - x))``: at a tie it is 1/2 however large ``x`` is."""
+    d = y - x
+    return g * xp.exp(-xp.logaddexp(xp.zeros_like(d), d))
+
+
+@binary(_share_x, lambda g, xp, x, y: _share_x(g, xp, y, x))
 def logaddexp(xp, x, y):
     """``log(exp(x) + exp(y))`` without overflow. Gradients ``exp(x - out)`` and ``exp(y - out)``
-    (the softmax of the pair: 1/2 each at ties)."""
-    out = xp.logaddexp(x, y)
-    return out, (xp, x, y, out)
+    (the softmax of the pair: 1/2 each at ties, all of it to an infinite operand)."""
+    return xp.logaddexp(x, y), (xp, x, y)
 
 
 @binary(zero, zero)

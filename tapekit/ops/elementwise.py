@@ -11,7 +11,7 @@ import numbers
 
 from ..devices import is_integer
 from ..errors import DTypeError, InvalidArgumentError
-from .core import unary, where_true, zero
+from .core import unary, where_false, where_true, zero
 
 __all__ = ["neg", "power", "square", "abs", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt",
            "sin", "cos", "tan", "asin", "acos", "atan", "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh",
@@ -221,11 +221,12 @@ def sigmoid(xp, x):
     return y, (y,)
 
 
-@unary(where_true)
+@unary(where_false)
 def relu(xp, x):
-    """``max(x, 0)``; gradient 1 where ``x > 0``, else 0: 0 at 0 (as in PyTorch)."""
-    keep = x > 0
-    return xp.where(keep, x, xp.zeros_like(x)), (xp, keep)
+    """``max(x, 0)``; gradient 1 where ``x > 0``, else 0: 0 at 0. A NaN stays NaN and passes its
+    gradient (both as in PyTorch)."""
+    dead = x <= 0
+    return xp.where(dead, xp.zeros_like(x), x), (xp, dead)
 
 
 @unary(lambda g, xp, pos, slope: xp.where(pos, g, slope * g))
@@ -236,13 +237,13 @@ def leaky_relu(xp, x, negative_slope: float = 0.01):
     return xp.where(pos, x, negative_slope * x), (xp, pos, negative_slope)
 
 
-@unary(lambda g, xp, pos, y, alpha: xp.where(pos, g, g * (y + alpha)))
+@unary(lambda g, xp, pos, below, alpha: xp.where(pos, g, g * (alpha * xp.exp(below))))
 def elu(xp, x, alpha: float = 1.0):
     """``x`` where ``x > 0``, else ``alpha * (exp(x) - 1)``; gradient 1 where ``x > 0``, else
     ``alpha * exp(x)``: ``alpha`` at 0 (as in PyTorch)."""
     pos = x > 0
-    y = xp.where(pos, x, alpha * xp.expm1(xp.minimum(x, 0.0)))  # exp of a positive x could overflow
-    return y, (xp, pos, y, alpha)
+    below = xp.minimum(x, 0.0)  # exp of a positive x could overflow
+    return xp.where(pos, x, alpha * xp.expm1(below)), (xp, pos, below, alpha)
 
 
 def _d_softplus(g, xp, bx, threshold):

@@ -156,10 +156,12 @@ def std(xp, x, axis=None, keepdims: bool = False, *, correction: float = 0, ddof
 
 @unary(lambda g, xp, shape, axes, keepdims, e, s: _expand(g, xp, shape, axes, keepdims) * (e / s))
 def logsumexp(xp, x, axis=None, keepdims: bool = False):
-    """``log(sum(exp(x)))`` over ``axis``, shifted by the maximum so it never overflows. The gradient
+    """``log(sum(exp(x)))`` over ``axis``, shifted by the maximum so it never overflows (an infinite
+    maximum is not shifted by: all -inf gives -inf, an inf gives inf, as in PyTorch). The gradient
     is the output's gradient times ``softmax(x)`` over ``axis``."""
     axes = normalize_axes(axis, x.ndim, "logsumexp")
     m = xp.max(x, axis=axes, keepdims=True)
+    m = xp.where(xp.isfinite(m), m, xp.zeros_like(m))
     e = xp.exp(x - m)
     s = xp.sum(e, axis=axes, keepdims=True)
     return _reduced(m + xp.log(s), xp, x.shape, axes, keepdims), (xp, x.shape, axes, keepdims, e, s)

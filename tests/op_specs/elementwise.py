@@ -40,7 +40,9 @@ STEP = "a step function: gradient 0"
 _binary("add", lambda a, b: a + b, np.add)
 _binary("sub", lambda a, b: a - b, np.subtract)
 _binary("mul", lambda a, b: a * b, np.multiply)
-_binary("div", lambda a, b: a / b, np.divide, "positive")
+_binary("div", lambda a, b: a / b, np.divide, "positive", edges=[
+    Edge([[1e160, 1e-200], [1e160, 1e-200]], [[1e-160, 1e200], [-1e-160, -1e200]],
+         why="-x / y ** 2 for y, computed as -(x / y) / y: y ** 2 would overflow or underflow")])
 _binary("pow", lambda a, b: a ** b, np.power, "positive", edges=[
     Edge([[0.0, 0.0, 0.0, 0.0, 0.0, -2.0, -2.0], [0.0, 1.0, 2.0, 0.5, -1.0, 2.0, 0.5]],
          [[0.0, 1.0, 0.0, inf, -inf, -4.0, nan], [0.0, 0.0, 0.0, 0.0, -inf, nan, nan]],
@@ -52,7 +54,10 @@ _binary("minimum", tk.minimum, np.minimum, edges=[
     Edge([[1.0, 2.0, 4.0], [1.0, 3.0, 3.0]], [[0.5, 1.0, 0.0], [0.5, 0.0, 1.0]],
          why="the smaller operand's; half each at a tie, as dfdx, PyTorch and central differences give")])
 _binary("logaddexp", tk.logaddexp, np.logaddexp, edges=[
-    Edge([[0.3], [0.3]], [[0.5], [0.5]], why="half each at a tie")])
+    Edge([[0.3], [0.3]], [[0.5], [0.5]], why="half each at a tie"),
+    Edge([[1e16, -1e17, 1e300], [1e16, -1e17, 1e300]], [[0.5, 0.5, 0.5], [0.5, 0.5, 0.5]],
+         why="half each at a tie of any size: sigmoid(x - y), not exp(x - out), which rounds to exp(0)"),
+    Edge([[inf, 1.0], [1.0, inf]], [[1.0, 0.0], [0.0, 1.0]], why="all of it to an infinite operand, as in PyTorch")])
 _binary("floor_divide", lambda a, b: a // b, np.floor_divide, "any", "positive", edges=[
     Edge([[2.0, -1.0], [1.0, 0.5]], [[0.0, 0.0], [0.0, 0.0]], why=STEP + ", also at the jumps")])
 _binary("remainder", lambda a, b: a % b, np.remainder, "any", "positive", edges=[
@@ -88,7 +93,8 @@ _unary("round", tk.round, np.round, "nonint", params={"decimals": st.sampled_fro
        edges=[Edge([[0.5, 1.5, -2.5, 1.0]], [[0.0, 0.0, 0.0, 0.0]], why=STEP + ", also at the halves")])
 _unary("sigmoid", tk.sigmoid, lambda x: 0.5 * (1.0 + np.tanh(0.5 * x)))
 _unary("relu", tk.relu, lambda x: np.maximum(x, 0),
-       edges=[Edge([[-1.0, 0.0, 1.0]], [[0.0, 0.0, 1.0]], why="0 at 0, as in PyTorch")])
+       edges=[Edge([[-1.0, 0.0, 1.0]], [[0.0, 0.0, 1.0]], why="0 at 0, as in PyTorch"),
+              Edge([[nan]], [[1.0]], why="relu(nan) is nan, and the gradient passes, as in PyTorch")])
 _unary("leaky_relu", tk.leaky_relu, lambda x, negative_slope=0.01: np.where(x > 0, x, negative_slope * x),
        params={"negative_slope": st.sampled_from([0.01, 0.2])},
        edges=[Edge([[0.0]], [[0.01]], why="negative_slope at 0, as in PyTorch"),
@@ -96,7 +102,9 @@ _unary("leaky_relu", tk.leaky_relu, lambda x, negative_slope=0.01: np.where(x > 
 _unary("elu", tk.elu, lambda x, alpha=1.0: np.where(x > 0, x, alpha * np.expm1(x)),
        params={"alpha": st.sampled_from([1.0, 0.5])},
        edges=[Edge([[-1.0, 0.0, 1.0]], [[0.5 * np.exp(-1.0), 0.5, 1.0]], {"alpha": 0.5},
-                   why="alpha * exp(x) for x <= 0: alpha at 0, as in PyTorch")])
+                   why="alpha * exp(x) for x <= 0: alpha at 0, as in PyTorch"),
+              Edge([[-30.0, -40.0]], [[1e6 * np.exp(-30.0), 1e6 * np.exp(-40.0)]], {"alpha": 1e6},
+                   why="alpha * exp(x) far below 0, where the output + alpha would cancel to nothing")])
 _unary("softplus", tk.softplus, _np_softplus,
        params={"beta": st.sampled_from([1.0, 2.0]), "threshold": st.sampled_from([None, 1.0])},
        edges=[Edge([[1.0, 1.5]], [[1 / (1 + np.exp(-1.0)), 1.0]], {"threshold": 1.0},
