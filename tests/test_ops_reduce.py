@@ -155,3 +155,16 @@ def test_logsumexp_of_infinities_is_pytorchs(dev, x, axis, want):
     with np.errstate(invalid="ignore"):
         got = tk.logsumexp(dev.tensor(x, dtype="float64"), axis=axis)
     np.testing.assert_allclose(host(got), want)
+
+
+@pytest.mark.parametrize("op", ["logsumexp", "softmax", "log_softmax"])
+@pytest.mark.parametrize("shape, axis", [((3, 0), -1), ((0,), None), ((0, 2), 0)])
+def test_the_exp_reductions_take_an_empty_axis(dev, op, shape, axis):
+    """An empty axis has no maximum to shift by: logsumexp over it is log(0) = -inf and a softmax of
+    it is empty, as in PyTorch (not numpy's 'zero-size array' error)."""
+    x = dev.tensor(np.zeros(shape), dtype="float64").trace(tk.UnionTape())
+    with np.errstate(divide="ignore"):
+        out = getattr(tk, op)(x, axis=axis)
+    want = (np.full(np.sum(np.zeros(shape), axis=axis).shape, -np.inf) if op == "logsumexp" else np.zeros(shape))
+    np.testing.assert_array_equal(host(out), want)
+    assert host(tk.backward([out], [np.ones(out.shape)])[x]).shape == shape

@@ -156,12 +156,11 @@ def std(xp, x, axis=None, keepdims: bool = False, *, correction: float = 0, ddof
 
 @unary(lambda g, xp, shape, axes, keepdims, e, s: _expand(g, xp, shape, axes, keepdims) * (e / s))
 def logsumexp(xp, x, axis=None, keepdims: bool = False):
-    """``log(sum(exp(x)))`` over ``axis``, shifted by the maximum so it never overflows (an infinite
-    maximum is not shifted by: all -inf gives -inf, an inf gives inf, as in PyTorch). The gradient
-    is the output's gradient times ``softmax(x)`` over ``axis``."""
+    """``log(sum(exp(x)))`` over ``axis``, shifted by the maximum so it never overflows; all -inf gives
+    -inf, an inf gives inf, and an empty axis -inf (as in PyTorch). The gradient is the output's
+    gradient times ``softmax(x)`` over ``axis``."""
     axes = normalize_axes(axis, x.ndim, "logsumexp")
-    m = xp.max(x, axis=axes, keepdims=True)
-    m = xp.where(xp.isfinite(m), m, xp.zeros_like(m))
+    m = _shift(xp, x, axes)
     e = xp.exp(x - m)
     s = xp.sum(e, axis=axes, keepdims=True)
     return _reduced(m + xp.log(s), xp, x.shape, axes, keepdims), (xp, x.shape, axes, keepdims, e, s)
@@ -173,7 +172,7 @@ def softmax(xp, x, axis: Any = -1):
     axes or all of them, as ``scipy.special.softmax``). The gradient is ``y (g - sum(g y))``; a 0-d
     tensor's softmax is 1, with gradient 0."""
     ax = normalize_axes(axis, x.ndim, "softmax")
-    e = xp.exp(x - xp.max(x, axis=ax, keepdims=True))
+    e = xp.exp(x - _shift(xp, x, ax))
     y = e / xp.sum(e, axis=ax, keepdims=True)
     return y, (xp, y, ax)
 
@@ -187,9 +186,20 @@ def log_softmax(xp, x, axis: Any = -1):
     return y, (xp, y, ax)
 
 
+def _shift(xp: Any, x: Any, axis: Any) -> Any:
+    """What to subtract from ``x`` before ``exp`` so that it cannot overflow: the maximum over
+    ``axis`` (kept as axes of size 1), except 0 where the maximum is infinite (no shift makes all -inf,
+    or an inf, finite) and over an empty axis, which has no maximum."""
+    axes = range(x.ndim) if axis is None else (axis,) if isinstance(axis, int) else axis
+    if any(x.shape[i] == 0 for i in axes):
+        return xp.zeros_like(xp.sum(x, axis=axis, keepdims=True))
+    m = xp.max(x, axis=axis, keepdims=True)
+    return xp.where(xp.isfinite(m), m, xp.zeros_like(m))
+
+
 def stable_log_softmax(xp: Any, x: Any, axis: Any) -> Any:
     """``log softmax(x)`` along ``axis`` of an array, shifted by the maximum so it never overflows."""
-    shifted = x - xp.max(x, axis=axis, keepdims=True)
+    shifted = x - _shift(xp, x, axis)
     return shifted - xp.log(xp.sum(xp.exp(shifted), axis=axis, keepdims=True))
 
 
