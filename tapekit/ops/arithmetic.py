@@ -101,7 +101,7 @@ def logaddexp(xp, x, y):
 @binary(zero, zero)
 def floor_divide(xp, x, y):
     """``floor(x / y)`` (``x // y``) as numpy computes it. A step function: gradient 0 for both
-    operands, as in PyTorch."""
+    operands (PyTorch has no derivative for it and raises; JAX gives 0 too)."""
     return x // y, (xp,)
 
 
