@@ -17,7 +17,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import Any, Collection
 
 from .measure import Contender, first_line
 
@@ -59,8 +59,9 @@ class Peer:
         return None if ops <= most else Contender(self.title, run=None, skipped=f"not run above {most:,} ops: {why}")
 
 
-def find_peers(wanted: bool = True, threads: int = 0) -> dict[str, Peer]:
-    """Every peer, imported where possible (``wanted=False``: all reported as not requested).
+def find_peers(wanted: bool = True, threads: int = 0, only: Collection[str] | None = None) -> dict[str, Peer]:
+    """Every peer, imported where possible (``wanted=False``: all reported as not requested;
+    ``only``: those not named are reported as not requested).
     ``threads``: how many threads PyTorch computes with (0: its default; XLA is told to use one
     thread when it is 1, before JAX loads). PyTorch's inductor gets an empty cache folder of its
     own, so its first calls compile from scratch, as tk.compile's do, rather than reuse what an
@@ -76,6 +77,8 @@ def find_peers(wanted: bool = True, threads: int = 0) -> dict[str, Peer]:
         name = MODULES.get(key, key)
         if not wanted:
             peer.absent = "not requested (--no-peers)"
+        elif only is not None and key not in only:
+            peer.absent = "not requested (--peers)"
         else:
             try:
                 peer.module = importlib.import_module(name)

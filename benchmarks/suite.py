@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Callable, Collection, Iterator
 
 import numpy as np
 
@@ -81,10 +81,13 @@ def check(case: Case) -> dict[str, str]:
     return notes
 
 
-def run(sizes: Sizes, peers: dict[str, Peer], log: Callable[[str], None] = print) -> list[tuple[Case, list[Result]]]:
-    """Check, time and measure every case; the results in order."""
+def run(sizes: Sizes, peers: dict[str, Peer], log: Callable[[str], None] = print,
+        only: Collection[str] | None = None) -> list[tuple[Case, list[Result]]]:
+    """Check, time and measure every case (``only``: the cases of these workloads); the results in order."""
     done = []
     for case in cases(sizes, peers):
+        if only is not None and case.workload not in only:
+            continue
         log(f"{case.workload}: {case.name}")
         done.append((case, run_case(case, sizes)))
     return done

@@ -151,6 +151,33 @@ def test_the_command_writes_its_report_only_where_told(tmp_path, capsys) -> None
     assert "## W6" in capsys.readouterr().out
 
 
+def test_the_command_runs_only_the_workloads_and_peers_asked_for(tmp_path, capsys) -> None:
+    from benchmarks.__main__ import main
+
+    assert main(["--smoke", "--only", "W3", "--peers", "torch", "--out", str(tmp_path)]) == 0
+    text = (tmp_path / "results.md").read_text(encoding="utf-8")
+    assert "## W3" in text and "## W1" not in text and "## W6" not in text
+    assert "JAX jit (CPU): not requested (--peers)" in text
+    assert "W1: " not in capsys.readouterr().out
+
+
+def test_a_partial_run_writes_no_report_unless_told_where(tmp_path, monkeypatch) -> None:
+    from benchmarks import __main__ as command
+
+    monkeypatch.setattr(command, "HERE", tmp_path)
+    assert command.main(["--only", "W3", "--no-peers", "--repeats", "1"]) == 0  # the full W3: about a second
+    assert not (tmp_path / "results.md").exists()
+
+
+def test_an_unknown_workload_or_peer_is_refused(capsys) -> None:
+    from benchmarks.__main__ import main
+
+    for args in (["--only", "W9"], ["--peers", "tensorflow"]):
+        with pytest.raises(SystemExit):
+            main(["--smoke", *args])
+        assert "choose from" in capsys.readouterr().err
+
+
 def test_a_compiler_is_not_run_above_its_longest_program_and_the_report_says_why() -> None:
     jax = Peer("jax", PEER_TITLES["jax"], module=object())
     assert jax.too_long(1_000) is None
