@@ -137,14 +137,16 @@ class BackwardPlayer:
         self.redraw()
 
     def _draw_every_step(self) -> None:
-        """Draw the DAG at every step, and size its box to the largest: the gradients' column then
-        stays beside the DAG (or below it) for the whole replay, and stepping does not move the page."""
-        self.drawn = []
+        """Draw the DAG at every step, and size its box to the largest, and the maths above it to the
+        most lines any step has: the gradients' column then stays beside the DAG (or below it) for the
+        whole replay, and stepping does not move the page."""
+        self.drawn, self.maths_lines = [], 0
         if self.scene is not None:
             for k in range(len(self.steps) + 1):
                 picture = self._picture(k)
                 svg = picture.svg().replace("<svg ", f'<svg style="display:block;{SHRINK}" ', 1)  # no gap below it
                 self.drawn.append((picture.source, svg))
+                self.maths_lines = max(self.maths_lines, len(self._words(k)[1]))
         sizes = [_size_px(svg) for _, svg in self.drawn] or [(0, 0)]
         width, height = max(w for w, _ in sizes), max(h for _, h in sizes)
         self.picture.layout.width = f"{width:.0f}px" if width else None
@@ -267,20 +269,20 @@ class BackwardPlayer:
             self.text, self.dot, self.svg = self.problem, "", ""
             self.code.value, self.picture.value, self.panel.value = _pre(self.problem), "", ""
             return
-        heading, maths, listing = self._words()
+        heading, maths, listing = self._words(self.step.value)
         self.text = "\n".join([self.problem, heading, *maths, *listing]).lstrip("\n")
         problem = f'<div style="color:{ERROR_INK}">{html.escape(self.problem)}</div>' if self.problem else ""
         self.code.value = (f'<div style="font-size:14px">{problem}<b>{html.escape(heading)}</b></div>'
-                           + _pre("\n".join(maths)))
+                           + _pre("\n".join(maths), lines=self.maths_lines))
         self.panel.value = _pre("\n".join(listing))
         self.dot, self.svg = self.drawn[self.step.value]
         self.picture.value = self.svg
 
-    def _words(self) -> tuple[str, list[str], list[str]]:
-        """The step's heading, the maths of the rule just run, and the list of gradients."""
-        name, k, n = self.scene.name, self.step.value, len(self.records)
+    def _words(self, k: int) -> tuple[str, list[str], list[str]]:
+        """Step ``k``'s heading, the maths of the rule just run, and the list of gradients."""
+        name, n = self.scene.name, len(self.records)
         outs = ", ".join(name(o.id) for o in self.outputs)
-        if self.at_end:
+        if k == len(self.steps):
             return f"step {k} of {len(self.steps)}: backward on {outs} returns", [], self._result_listing()
         listing = ["gradients so far:"] + [f"  {v.name:<4} {_value(self.steps[k].grads[tid])}"
                                            if tid in self.steps[k].grads else f"  {v.name:<4} —"
@@ -444,7 +446,8 @@ def _size_px(svg: str) -> tuple[float, float]:
     return (float(size[1]) * 4 / 3, float(size[2]) * 4 / 3) if size else (0, 0)
 
 
-def _pre(text: str) -> str:
-    """Text that wraps at spaces (JupyterLab's own style for <pre> in outputs breaks words anywhere)."""
+def _pre(text: str, lines: int = 0) -> str:
+    """Text that wraps at spaces (JupyterLab's own style for <pre> in outputs breaks words anywhere),
+    at least ``lines`` lines high."""
     return (f'<pre style="white-space:pre-wrap;word-break:normal;overflow-wrap:break-word;font-size:14px;'
-            f'margin:4px 0">{html.escape(text)}</pre>')
+            f'line-height:1.4;min-height:{1.4 * lines:g}em;margin:4px 0">{html.escape(text)}</pre>')

@@ -102,13 +102,15 @@ def test_the_tutorial_runs_fits_and_reads_in_the_dark_theme(page, lab):
         set_theme(lab, "JupyterLab Light")  # the other tests see the default theme
 
 
-# Where the gradients' column sits (beside the DAG: true) and how tall the DAG's box is.
+# Where the gradients' column sits (beside the DAG: true), how tall the DAG's box is, and how far
+# below the player's top it starts (the heading and maths above it).
 LAYOUT_JS = """player => { const [dag, text] = player.querySelector(':scope > .widget-box:last-child').children;
     const d = dag.getBoundingClientRect(), t = text.getBoundingClientRect();
-    return {beside: t.left >= d.right, dag: Math.round(d.height)}; }"""
+    return {beside: t.left >= d.right, dag: Math.round(d.height),
+            top: Math.round(d.top - player.getBoundingClientRect().top)}; }"""
 
 
-def test_stepping_keeps_the_gradients_where_they_are_and_the_dag_s_height(page, lab):
+def test_stepping_keeps_the_gradients_and_the_dag_where_they_are(page, lab):
     page.set_viewport_size(VIEWPORT)
     notebook = NotebookPage(page, lab, write_fixture(lab)).open()
     notebook.run_all()
