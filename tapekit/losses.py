@@ -58,7 +58,7 @@ def cross_entropy(logits: Tensor, target: Any, reduction: str = "mean", label_sm
     if eps:
         t = logits.device.count(t * (1 - eps) + eps / x.shape[-1])
     logp = stable_log_softmax(xp, x, -1)
-    per_example = -xp.sum(xp.where(t == 0, xp.zeros_like(logp), logp * t), axis=-1)  # 0 log 0 = 0
+    per_example = -xp.sum(xp.where(t == 0, xp.zeros_like(logp), logp) * t, axis=-1)  # 0 log 0 = 0
     n = math.prod(x.shape[:-1]) if reduction == "mean" else 1
     out = per_example if reduction == "none" else xp.sum(per_example) / n
     rules = (_logits_grad, _target_grad if operand is target else None)  # a target made here is a constant

@@ -86,7 +86,8 @@ def minimum(xp, x, y):
 
 def _share_x(g: Any, xp: Any, x: Any, y: Any) -> Any:
     """``x``'s gradient of ``logaddexp``: ``g`` times the softmax of the pair, ``exp(x - out)``, computed
-    from the difference as ``1 / (1 + exp(y - x))``: at a tie it is 1/2 however large ``x`` is."""
+    from the difference as ``exp(-log(1 + exp(y - x)))``, so that at a tie it is 1/2 however large
+    ``x`` is (``x - out`` rounds to 0 from about 1e16)."""
     d = y - x
     return g * xp.exp(-xp.logaddexp(xp.zeros_like(d), d))
 

@@ -191,7 +191,7 @@ def _shift(xp: Any, x: Any, axis: Any) -> Any:
     ``axis`` (kept as axes of size 1), except 0 where the maximum is infinite (no shift makes all -inf,
     or an inf, finite) and over an empty axis, which has no maximum."""
     axes = range(x.ndim) if axis is None else (axis,) if isinstance(axis, int) else axis
-    if 0 in [x.shape[i] for i in axes]:  # (this module's any is the op)
+    if 0 in [x.shape[i] for i in axes]:  # not any(...): in this module, any is the op
         return xp.zeros_like(xp.sum(x, axis=axis, keepdims=True))
     m = xp.max(x, axis=axis, keepdims=True)
     return xp.where(xp.isfinite(m), m, xp.zeros_like(m))
