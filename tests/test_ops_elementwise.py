@@ -118,3 +118,12 @@ def test_relu_keeps_a_nan(dev):
     """A NaN must not be hidden by the activation that follows it: relu(nan) is nan, as in PyTorch."""
     out = tk.relu(dev.tensor([np.nan, -1.0, 2.0], dtype="float64"))
     np.testing.assert_array_equal(host(out), [np.nan, 0.0, 2.0])
+
+
+@pytest.mark.parametrize("op", [tk.maximum, tk.minimum, tk.logaddexp, tk.div, tk.pow, tk.sub])
+def test_binary_ops_take_a_number_on_either_side(dev, op):
+    """A Python number as either operand, as in maximum(2.0, t): neither the forward nor the rules
+    may hand it to namespace functions that take arrays only (the strict device refuses them)."""
+    x = dev.tensor([1.0, 2.5, 3.0], dtype="float64")
+    tk.check_grads(lambda a: op(2.0, a), x)
+    tk.check_grads(lambda a: op(a, 2.0), x)

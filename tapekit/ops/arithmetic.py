@@ -73,15 +73,15 @@ def _winner_y(g: Any, xp: Any, x_wins: Any, tie: Any) -> Any:
 @binary(_winner_x, _winner_y)
 def maximum(xp, x, y):
     """Elementwise maximum; the gradient goes to the larger operand, half to each at a tie (as in
-    dfdx and PyTorch)."""
-    return xp.maximum(x, y), (xp, x > y, x == y)
+    dfdx and PyTorch), and to a NaN operand where the output is NaN (``x`` when both are)."""
+    return xp.maximum(x, y), (xp, (x > y) | (x != x), x == y)  # x != x: x is NaN (x may be a number)
 
 
 @binary(_winner_x, _winner_y)
 def minimum(xp, x, y):
     """Elementwise minimum; the gradient goes to the smaller operand, half to each at a tie (as in
-    dfdx and PyTorch)."""
-    return xp.minimum(x, y), (xp, x < y, x == y)
+    dfdx and PyTorch), and to a NaN operand where the output is NaN (``x`` when both are)."""
+    return xp.minimum(x, y), (xp, (x < y) | (x != x), x == y)  # x != x: x is NaN (x may be a number)
 
 
 def _share_x(g: Any, xp: Any, x: Any, y: Any) -> Any:

@@ -62,8 +62,9 @@ def mean(xp, x, axis=None, keepdims: bool = False):
 
 
 def _extremum_grad(g, xp, x, y, axes, keepdims):
-    """The gradient goes to the elements equal to the result; ties share it equally."""
-    hit = xp.astype(x == y, x.dtype)
+    """The gradient goes to the elements equal to the result (to the NaNs, for a NaN result); ties
+    share it equally."""
+    hit = xp.astype((x == y) | (xp.isnan(x) & xp.isnan(y)), x.dtype)
     share = hit / xp.sum(hit, axis=axes, keepdims=True)
     return share * _expand(g, xp, x.shape, axes, keepdims)
 

@@ -49,10 +49,14 @@ _binary("pow", lambda a, b: a ** b, np.power, "positive", edges=[
          why="PyTorch's values: y * x ** (y - 1), 0 for y == 0; x ** y * log(x), 0 at x == 0 for y >= 0")])
 _binary("maximum", tk.maximum, np.maximum, edges=[
     Edge([[1.0, 2.0, 4.0], [1.0, 3.0, 3.0]], [[0.5, 0.0, 1.0], [0.5, 1.0, 0.0]],
-         why="the larger operand's; half each at a tie, as dfdx, PyTorch and central differences give")])
+         why="the larger operand's; half each at a tie, as dfdx, PyTorch and central differences give"),
+    Edge([[nan, 1.0, nan], [1.0, nan, nan]], [[1.0, 0.0, 1.0], [0.0, 1.0, 0.0]],
+         why="a NaN output's gradient goes to the NaN operand it came from (x when both are NaN)")])
 _binary("minimum", tk.minimum, np.minimum, edges=[
     Edge([[1.0, 2.0, 4.0], [1.0, 3.0, 3.0]], [[0.5, 1.0, 0.0], [0.5, 0.0, 1.0]],
-         why="the smaller operand's; half each at a tie, as dfdx, PyTorch and central differences give")])
+         why="the smaller operand's; half each at a tie, as dfdx, PyTorch and central differences give"),
+    Edge([[nan, 1.0, nan], [1.0, nan, nan]], [[1.0, 0.0, 1.0], [0.0, 1.0, 0.0]],
+         why="a NaN output's gradient goes to the NaN operand it came from (x when both are NaN)")])
 _binary("logaddexp", tk.logaddexp, np.logaddexp, edges=[
     Edge([[0.3], [0.3]], [[0.5], [0.5]], why="half each at a tie"),
     Edge([[1e16, -1e17, 1e300], [1e16, -1e17, 1e300]], [[0.5, 0.5, 0.5], [0.5, 0.5, 0.5]],

@@ -94,6 +94,7 @@ SPECS: list[OpSpec] = [
     OpSpec("max", tk.max, _reference(np.max), _draw("apart"), edges=[
         _edge([[1.0, 3.0, 3.0]], [[0.0, 0.5, 0.5]], "ties share the gradient equally"),
         _edge([[[1.0, 1.0], [2.0, 0.0]]], [[[0.5, 0.5], [1.0, 0.0]]], "ties share it within each row", axis=1),
+        _edge([[1.0, np.nan, 3.0, np.nan]], [[0.0, 0.5, 0.0, 0.5]], "a NaN maximum: the NaN elements share it"),
         _edge([2.0], [1.0], ZERO_D, axis=0)]),
     OpSpec("min", tk.min, _reference(np.min), _draw("apart"), edges=[
         _edge([[2.0, 1.0, 1.0, 1.0]], [[0.0, 1 / 3, 1 / 3, 1 / 3]], "ties share the gradient equally"),
