@@ -91,14 +91,23 @@ def unary_draw(domain: str = "any", shapes: Any = SHAPES, **kwargs: Any) -> Call
     return draw
 
 
+class Number(float):
+    """A drawn operand to pass as a Python number, not as a tensor (as a plain ``float``: numpy
+    promotes a subclass of float as it does a float64 array)."""
+
+
 def binary_draw(domain: str = "any", domain_y: str | None = None) -> Callable:
-    """Two arrays of mutually broadcastable drawn shapes."""
-    def draw(data: Any) -> tuple[list[np.ndarray], dict]:
+    """Two arrays of mutually broadcastable drawn shapes, or one of them a Python number (``2.0 * t``)."""
+    def draw(data: Any) -> tuple[list[Any], dict]:
         shapes = data.draw(mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=3, max_side=3),
                            label="shapes")
         seed = data.draw(st.integers(0, 2 ** 16), label="seed")
+        number = data.draw(st.sampled_from([None, 0, 1]), label="which operand is a number")
         a, b = shapes.input_shapes
-        return [values(a, domain, seed), values(b, domain_y or domain, seed + 1)], {}
+        operands = [values(a, domain, seed), values(b, domain_y or domain, seed + 1)]
+        if number is not None:
+            operands[number] = Number(operands[number].flat[0] if operands[number].size else 1.0)
+        return operands, {}
     return draw
 
 
@@ -114,21 +123,34 @@ def axis_of(ndim_min: int = 0) -> Callable:
 
 
 # -- the checks ------------------------------------------------------------------------------------
-def check_spec(spec: OpSpec, dev: tk.Device, arrays: list[np.ndarray], kwargs: dict) -> None:
-    tensors = [dev.tensor(a, dtype="float64") for a in arrays]
-    got = spec.fn(*tensors, **kwargs)
-    want = np.asarray(spec.reference(*arrays, **kwargs))
+def operands(dev: tk.Device, drawn: list[Any], dtype: str = "float64") -> list[Any]:
+    """The drawn arrays as tensors of ``dtype``; a drawn ``Number`` stays a number."""
+    return [float(a) if isinstance(a, Number) else dev.tensor(a, dtype=dtype) for a in drawn]
+
+
+def check_spec(spec: OpSpec, dev: tk.Device, arrays: list[Any], kwargs: dict) -> None:
+    given = operands(dev, arrays)
+    got = spec.fn(*given, **kwargs)
+    want = np.asarray(spec.reference(*[float(a) if isinstance(a, Number) else a for a in arrays], **kwargs))
     assert got.shape == want.shape, f"{spec.name}: shape {got.shape}, numpy gives {want.shape}"
     np.testing.assert_allclose(host(got), want, rtol=spec.rtol, atol=1e-12, err_msg=spec.name)
+    tensors = [i for i, t in enumerate(given) if isinstance(t, tk.Tensor)]
+
+    def with_tensors(*ts: tk.Tensor) -> list[Any]:
+        args = list(given)
+        for i, t in zip(tensors, ts):
+            args[i] = t
+        return args
+
     if spec.grad:
-        tk.check_grads(lambda *ts: spec.fn(*ts, **kwargs), *tensors)
+        tk.check_grads(lambda *ts: spec.fn(*with_tensors(*ts), **kwargs), *[given[i] for i in tensors])
     else:
-        traced = [t.trace() for t in tensors]
+        traced = with_tensors(*[given[i].trace() for i in tensors])
         assert spec.fn(*traced, **kwargs).tape is None, f"{spec.name} has no gradient: its output carries no tape"
     for dtype in spec.dtypes:
-        low = [dev.tensor(a, dtype=dtype) for a in arrays]
-        out = spec.fn(*low, **kwargs)
-        ref = np.asarray(spec.reference(*[a.astype(dtype) for a in arrays], **kwargs))
+        out = spec.fn(*operands(dev, arrays, dtype), **kwargs)
+        ref = np.asarray(spec.reference(*[float(a) if isinstance(a, Number) else a.astype(dtype) for a in arrays],
+                                        **kwargs))
         if spec.grad:
             assert str(out.dtype).endswith(dtype), f"{spec.name}: {dtype} inputs gave {out.dtype}"
         np.testing.assert_allclose(host(out), ref, rtol=2e-3, atol=1e-5, err_msg=f"{spec.name} in {dtype}")
