@@ -181,7 +181,8 @@ def test_every_op_compiled_equals_eager(kind, name) -> None:
     @settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.differing_executors])
     @given(data=st.data())
     def check(data):
-        arrays, kwargs = spec.draw(data)
+        drawn, kwargs = spec.draw(data)
+        arrays = [np.asarray(a, dtype=float) for a in drawn]  # a drawn number: a 0-d argument of the step
         f = op_step(spec, kwargs)
         step = tk.compile(f)
         first = [dev.tensor(a, dtype="float64") for a in arrays]
