@@ -72,7 +72,8 @@ def test_blocks_nest(cpu):
 def test_a_line_in_a_notebook_cell_is_named_as_one(cpu):
     """IPython runs a cell's code from a temporary file named after the kernel: the message says
     which line of the cell, not the file's path."""
-    cell = compile("x = dev.tensor([-1.0], name='x').trace()\ny = x.log()\n", "/tmp/ipykernel_4102/3848855837.py", "exec")
+    code = "x = dev.tensor([-1.0], name='x').trace()\ny = x.log()\n"
+    cell = compile(code, "/tmp/ipykernel_4102/3848855837.py", "exec")
     with tk.detect_anomaly(), warnings.catch_warnings(), pytest.raises(tk.NonFiniteError) as info:
         warnings.simplefilter("ignore")
         exec(cell, {"dev": cpu})

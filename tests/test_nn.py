@@ -98,6 +98,8 @@ def test_embedding_picks_rows_and_sums_gradients_of_repeated_indices(dev):
         emb(dev.tensor([0.0, 1.0]))
     with pytest.raises(tk.IndexingError):
         emb(np.array([5]))
+    with pytest.raises(tk.IndexingError, match=r"indices range from -1 to 0, but it has 5 rows \(valid: 0 to 4\)"):
+        emb(np.array([-1, 0]))  # a negative index is a bug in the data, not a row counted from the end
 
 
 def test_layernorm_normalises_the_last_axis(dev):

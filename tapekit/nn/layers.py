@@ -12,9 +12,9 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..devices import Device, dtype_name, is_integer
-from ..errors import DTypeError, InvalidArgumentError, checked_number
+from ..errors import DTypeError, IndexingError, InvalidArgumentError, checked_number
 from ..ops.core import emit, same
-from ..ops.shape import device_array
+from ..ops.shape import device_array, value_range
 from ..tensor import Tensor
 from .module import Module, branch, device_or_default
 
@@ -49,8 +49,9 @@ class Linear(Module):
 
 class Embedding(Module):
     """Rows of ``weight`` (``(num_embeddings, dim)``, standard normal) picked by integer indices of
-    any shape; the output has the indices' shape plus ``dim``. Integer indices cannot carry a tape,
-    so tag the parameters (``model.trace(tape)``) to train it."""
+    any shape, from 0 to ``num_embeddings - 1`` (a negative index raises, as in PyTorch); the output
+    has the indices' shape plus ``dim``. Integer indices cannot carry a tape, so tag the parameters
+    (``model.trace(tape)``) to train it."""
 
     def __init__(self, num_embeddings: int, dim: int, device: Device | None = None, dtype: Any = None) -> None:
         self.num_embeddings = _positive("num_embeddings", num_embeddings)
@@ -63,6 +64,11 @@ class Embedding(Module):
         if not is_integer(index.dtype):
             raise DTypeError(f"Embedding takes integer indices, got dtype {dtype_name(index.dtype)}; make them with "
                              f"an integer dtype, e.g. dev.tensor(np.array([...]), dtype='int64')")
+        low, high = value_range(index, self.weight.device)
+        if low < 0 or high >= self.num_embeddings:
+            rows = self.num_embeddings
+            raise IndexingError(f"Embedding: indices range from {low} to {high}, but it has {rows} rows (valid: 0 to "
+                                f"{rows - 1}); a negative index does not count from the end here")
         flat = Tensor(self.weight.device.xp.reshape(index, (-1,)), self.weight.device)
         rows = self.weight[flat]
         return rows if index.ndim == 1 else rows.reshape(*index.shape, self.dim)
