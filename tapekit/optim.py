@@ -3,7 +3,10 @@ gradient one step, replacing its storage (tensors stay immutable; ids stay the s
 ``Gradients`` keeps working).
 
 A parameter missing from ``grads`` does not stop the others from updating; the call then raises
-``UnusedParamsError`` naming it. Gradients of the wrong shape raise ``ShapeError`` before any change.
+``UnusedParamsError`` naming it. An entry of zeros is a gradient like any other: a parameter the
+step did not use, whose entry ``model.alloc_grads()`` made, still moves under momentum, Adam's
+moments or weight decay (as after PyTorch's ``zero_grad(set_to_none=False)``). Gradients of the
+wrong shape raise ``ShapeError`` before any change.
 
 An optimizer keeps each parameter's state (momentum, Adam's moments and step count) beside the
 parameter itself, so copies and pickles carry the parameters along: ``copy.deepcopy((model, opt))``

@@ -146,3 +146,17 @@ def test_the_state_of_the_models_parameters_exists_before_the_first_update(cpu):
     for p in model.parameters():
         assert adam._state[p.id][1]["t"] == 0 and not adam._state[p.id][1]["m"].any()
         assert momentum._state[p.id][1]["velocity"].shape == p.shape
+
+
+def test_a_zero_entry_is_a_gradient_and_a_missing_one_is_not(dev):
+    """After a step that moved b, a step whose entry for b is zeros still moves it (momentum keeps
+    going, as after PyTorch's zero_grad(set_to_none=False)); a step without an entry for b leaves it."""
+    model = Pair(dev)
+    opt = tk.optim.Sgd(model, lr=0.1, momentum=0.9)
+    opt.update(model, grads_of(model, dev, a=G1, b=[1.0]))
+    np.testing.assert_allclose(host(model.b), [0.4])
+    opt.update(model, grads_of(model, dev, a=G1, b=[0.0]))
+    np.testing.assert_allclose(host(model.b), [0.4 - 0.1 * 0.9])
+    with pytest.raises(tk.UnusedParamsError, match="b"):
+        opt.update(model, grads_of(model, dev, a=G1))
+    np.testing.assert_allclose(host(model.b), [0.31])
