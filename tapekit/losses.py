@@ -99,8 +99,8 @@ def nll_loss(log_probs: Tensor, target: Any, reduction: str = "mean") -> Tensor:
 
 def binary_cross_entropy_with_logits(logits: Tensor, targets: Any, reduction: str = "mean") -> Tensor:
     """``-(t log σ(x) + (1 - t) log(1 - σ(x)))`` from logits ``x``, computed as ``log(1 + eᵡ) - t x``
-    with ``log(1 + eᵡ) = logsumexp([x, 0])``: no overflow, and the gradient is ``σ(x) - t`` everywhere
-    (``-x`` for traced targets), per element; averaged, summed, or one per element (``"none"``).
+    with ``log(1 + eᵡ) = logsumexp([x, 0])``: no overflow, and the gradient is ``σ(x) - t`` at every
+    finite logit (``-x`` for traced targets), per element; averaged, summed, or one per element (``"none"``).
     ``targets`` (probabilities in [0, 1]) have the logits' shape."""
     _check_reduction(reduction, "binary_cross_entropy_with_logits")
     targets = _like(targets, logits, "binary_cross_entropy_with_logits", "targets")
