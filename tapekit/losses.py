@@ -15,10 +15,10 @@ from typing import Any
 import numpy as np
 
 from .errors import DTypeError, IndexingError, InvalidArgumentError, ShapeError, checked_number
-from .nn.module import branch
 from .devices import dtype_name, is_floating, is_integer
-from .ops import logsumexp, stack, where
+from .ops import where
 from .ops.core import emit
+from .ops.elementwise import stable_sigmoid
 from .ops.reduce import stable_log_softmax
 from .ops.shape import device_array, value_range
 from .tensor import Tensor
@@ -99,14 +99,24 @@ def nll_loss(log_probs: Tensor, target: Any, reduction: str = "mean") -> Tensor:
 
 def binary_cross_entropy_with_logits(logits: Tensor, targets: Any, reduction: str = "mean") -> Tensor:
     """``-(t log σ(x) + (1 - t) log(1 - σ(x)))`` from logits ``x``, computed as ``log(1 + eᵡ) - t x``
-    with ``log(1 + eᵡ) = logsumexp([x, 0])``: no overflow, and the gradient is ``σ(x) - t`` at every
-    finite logit (``-x`` for traced targets), per element; averaged, summed, or one per element (``"none"``).
-    ``targets`` (probabilities in [0, 1]) have the logits' shape."""
+    with ``log(1 + eᵡ) = logaddexp(0, x)``: no overflow, and the gradient is ``σ(x) - t`` everywhere,
+    at infinite logits too (``-x`` for traced targets), per element; averaged, summed, or one per
+    element (``"none"``). ``targets`` (probabilities in [0, 1]) have the logits' shape."""
     _check_reduction(reduction, "binary_cross_entropy_with_logits")
-    targets = _like(targets, logits, "binary_cross_entropy_with_logits", "targets")
-    picked = branch(logits) * targets
-    softplus = logsumexp(stack([logits, logits.device.zeros(logits.shape, dtype=logits.dtype)]), axis=0)
-    return _reduce(softplus - picked, reduction)
+    operand = _like(targets, logits, "binary_cross_entropy_with_logits", "targets")
+    xp, x, t = logits.device.xp, logits.data, operand.data
+    per_element = xp.logaddexp(xp.zeros_like(x), x) - t * x
+    rules = (_bce_logits_grad, _bce_targets_grad if operand is targets else None)  # a target made here is a constant
+    losses = emit("binary_cross_entropy_with_logits", per_element, (logits, operand), rules, (xp, x, t), logits.device)
+    return _reduce(losses, reduction)
+
+
+def _bce_logits_grad(g: Any, xp: Any, x: Any, t: Any) -> Any:
+    return g * (stable_sigmoid(xp, x) - t)
+
+
+def _bce_targets_grad(g: Any, xp: Any, x: Any, t: Any) -> Any:
+    return -g * x
 
 
 def _check_reduction(reduction: str, loss: str) -> None:

@@ -243,3 +243,11 @@ def test_binary_cross_entropy_with_logits_trains_under_an_owned_tape(dev):
     with pytest.raises(tk.ShapeError, match="targets"):
         tk.binary_cross_entropy_with_logits(dev.zeros((2,)), [1.0, 0.0, 1.0])
 
+
+
+def test_binary_cross_entropy_with_logits_has_its_gradient_at_infinite_logits(dev):
+    """sigmoid(x) - t at x = +-inf too: 1 - t and -t, as PyTorch gives (the loss itself is nan or 0)."""
+    z = dev.tensor([np.inf, np.inf, -np.inf, -np.inf], dtype="float64").trace(tk.UnionTape())
+    with np.errstate(invalid="ignore"):
+        g = tk.binary_cross_entropy_with_logits(z, [1.0, 0.0, 1.0, 0.0], reduction="sum").backward()
+    np.testing.assert_array_equal(host(g[z]), [0.0, 1.0, -1.0, 0.0])

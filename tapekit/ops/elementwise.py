@@ -208,7 +208,7 @@ def round(xp, x, decimals: int = 0):
     return xp.round(x / 10.0 ** -decimals) * 10.0 ** -decimals, (xp,)
 
 
-def _sigmoid(xp, x):
+def stable_sigmoid(xp, x):
     """``1 / (1 + exp(-x))`` without overflow: ``exp`` only ever sees ``-|x|``."""
     e = xp.exp(-xp.abs(x))
     return xp.where(x >= 0, 1 / (1 + e), e / (1 + e))
@@ -217,7 +217,7 @@ def _sigmoid(xp, x):
 @unary(lambda g, y: g * y * (1 - y))
 def sigmoid(xp, x):
     """``1 / (1 + exp(-x))``, computed without overflow for any magnitude; gradient ``s * (1 - s)``."""
-    y = _sigmoid(xp, x)
+    y = stable_sigmoid(xp, x)
     return y, (y,)
 
 
@@ -247,7 +247,7 @@ def elu(xp, x, alpha: float = 1.0):
 
 
 def _d_softplus(g, xp, bx, threshold):
-    d = _sigmoid(xp, bx)
+    d = stable_sigmoid(xp, bx)
     return g * (d if threshold is None else xp.where(bx > threshold, 1.0, d))
 
 
@@ -267,7 +267,7 @@ def softplus(xp, x, beta: float = 1.0, threshold: float | None = None):
 @unary(lambda g, x, s: g * s * (1 + x * (1 - s)))
 def silu(xp, x):
     """``x * sigmoid(x)`` (swish); gradient ``s * (1 + x * (1 - s))`` with ``s = sigmoid(x)``."""
-    s = _sigmoid(xp, x)
+    s = stable_sigmoid(xp, x)
     return x * s, (x, s)
 
 
