@@ -105,7 +105,7 @@ def binary_cross_entropy_with_logits(logits: Tensor, targets: Any, reduction: st
     _check_reduction(reduction, "binary_cross_entropy_with_logits")
     operand = _like(targets, logits, "binary_cross_entropy_with_logits", "targets")
     xp, x, t = logits.device.xp, logits.data, operand.data
-    per_element = xp.logaddexp(xp.zeros_like(x), x) - t * x
+    per_element = xp.logaddexp(0.0, x) - t * x
     rules = (_bce_logits_grad, _bce_targets_grad if operand is targets else None)  # a target made here is a constant
     losses = emit("binary_cross_entropy_with_logits", per_element, (logits, operand), rules, (xp, x, t), logits.device)
     return _reduce(losses, reduction)

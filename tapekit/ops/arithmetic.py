@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .core import binary, same, zero
-from .elementwise import d_power, refuse_negative_integer_power
+from .elementwise import d_power, refuse_negative_integer_power, stable_sigmoid
 
 __all__ = ["add", "sub", "mul", "div", "pow", "maximum", "minimum", "logaddexp", "floor_divide", "remainder"]
 
@@ -86,10 +86,9 @@ def minimum(xp, x, y):
 
 def _share_x(g: Any, xp: Any, x: Any, y: Any) -> Any:
     """``x``'s gradient of ``logaddexp``: ``g`` times the softmax of the pair, ``exp(x - out)``, computed
-    from the difference as ``exp(-log(1 + exp(y - x)))``, so that at a tie it is 1/2 however large
-    ``x`` is (``x - out`` rounds to 0 from about 1e16)."""
-    d = y - x
-    return g * xp.exp(-xp.logaddexp(xp.zeros_like(d), d))
+    from the difference as ``sigmoid(x - y)``, so that at a tie it is 1/2 however large ``x`` is
+    (``x - out`` rounds to 0 from about 1e16)."""
+    return g * stable_sigmoid(xp, x - y)
 
 
 @binary(_share_x, lambda g, xp, x, y: _share_x(g, xp, y, x))
