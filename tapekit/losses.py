@@ -92,8 +92,7 @@ def nll_loss(log_probs: Tensor, target: Any, reduction: str = "mean") -> Tensor:
         raise DTypeError(f"nll_loss: the target must be integer class indices, got dtype {dtype_name(labels.dtype)}. "
                          f"Make labels integers, e.g. dev.tensor(np.array(labels), dtype='int64'); for class "
                          f"probabilities use cross_entropy(logits, probs).")
-    onehot = _onehot(log_probs, labels, "nll_loss", "log-probabilities")
-    picked = where(onehot.data != 0, log_probs, 0.0).sum(axis=-1)
+    picked = where(_picked(log_probs, labels, "nll_loss", "log-probabilities"), log_probs, 0.0).sum(axis=-1)
     return _reduce(-picked, reduction)
 
 
@@ -155,7 +154,8 @@ def _target(logits: Tensor, target: Any) -> tuple[Tensor, Any]:
     _check_first(logits, "cross_entropy", "logits")
     values = device_array(target, logits.device, "cross_entropy: the target")
     if is_integer(values.dtype):
-        onehot = _onehot(logits, values, "cross_entropy")
+        device = logits.device
+        onehot = Tensor(device.count(device.xp.astype(_picked(logits, values, "cross_entropy"), logits.dtype)), device)
         return onehot, onehot.data
     if not is_floating(values.dtype):
         raise DTypeError(f"cross_entropy: the target must be integer class indices or floating class probabilities, "
@@ -170,9 +170,9 @@ def _target(logits: Tensor, target: Any) -> tuple[Tensor, Any]:
     return (target if isinstance(target, Tensor) else Tensor(probs, logits.device)), probs
 
 
-def _onehot(logits: Tensor, index: Any, loss: str, what: str = "logits") -> Tensor:
-    """Checked integer labels (a device array) as a one-hot tensor of the logits' shape and dtype;
-    ``what`` names the logits in errors."""
+def _picked(logits: Tensor, index: Any, loss: str, what: str = "logits") -> Any:
+    """Checked integer labels (a device array) as a boolean array of the logits' shape, true at each
+    example's labelled class (a one-hot); ``what`` names the logits in errors."""
     device = logits.device
     if logits.ndim == 0 or tuple(index.shape) != logits.shape[:-1]:
         raise ShapeError(f"{loss}: labels of shape {tuple(index.shape)} do not fit {what} of shape {logits.shape}; "
@@ -182,6 +182,4 @@ def _onehot(logits: Tensor, index: Any, loss: str, what: str = "logits") -> Tens
     if low < 0 or high >= classes:
         raise IndexingError(f"{loss}: labels range from {low} to {high}, but the {what} have {classes} "
                             f"classes (valid labels: 0 to {classes - 1})")
-    xp = device.xp
-    onehot = xp.astype(index[..., None] == xp.arange(classes, **device._placement()), logits.dtype)
-    return Tensor(device.count(onehot), device)
+    return index[..., None] == device.xp.arange(classes, **device._placement())
