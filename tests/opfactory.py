@@ -123,15 +123,23 @@ def axis_of(ndim_min: int = 0) -> Callable:
 
 
 # -- the checks ------------------------------------------------------------------------------------
-def operands(dev: tk.Device, drawn: list[Any], dtype: str = "float64") -> list[Any]:
-    """The drawn arrays as tensors of ``dtype``; a drawn ``Number`` stays a number."""
-    return [float(a) if isinstance(a, Number) else dev.tensor(a, dtype=dtype) for a in drawn]
+def operands(drawn: list[Any], dtype: str, make: Callable[[Any, str], Any]) -> list[Any]:
+    """``make(array, dtype)`` of each drawn array; a drawn ``Number`` stays a (plain) number."""
+    return [float(a) if isinstance(a, Number) else make(a, dtype) for a in drawn]
+
+
+def tensors_of(dev: tk.Device, drawn: list[Any], dtype: str = "float64") -> list[Any]:
+    return operands(drawn, dtype, lambda a, d: dev.tensor(a, dtype=d))
+
+
+def reference_of(spec: OpSpec, drawn: list[Any], kwargs: dict, dtype: str = "float64") -> np.ndarray:
+    return np.asarray(spec.reference(*operands(drawn, dtype, lambda a, d: a.astype(d)), **kwargs))
 
 
 def check_spec(spec: OpSpec, dev: tk.Device, arrays: list[Any], kwargs: dict) -> None:
-    given = operands(dev, arrays)
+    given = tensors_of(dev, arrays)
     got = spec.fn(*given, **kwargs)
-    want = np.asarray(spec.reference(*[float(a) if isinstance(a, Number) else a for a in arrays], **kwargs))
+    want = reference_of(spec, arrays, kwargs)
     assert got.shape == want.shape, f"{spec.name}: shape {got.shape}, numpy gives {want.shape}"
     np.testing.assert_allclose(host(got), want, rtol=spec.rtol, atol=1e-12, err_msg=spec.name)
     tensors = [i for i, t in enumerate(given) if isinstance(t, tk.Tensor)]
@@ -148,9 +156,8 @@ def check_spec(spec: OpSpec, dev: tk.Device, arrays: list[Any], kwargs: dict) ->
         traced = with_tensors(*[given[i].trace() for i in tensors])
         assert spec.fn(*traced, **kwargs).tape is None, f"{spec.name} has no gradient: its output carries no tape"
     for dtype in spec.dtypes:
-        out = spec.fn(*operands(dev, arrays, dtype), **kwargs)
-        ref = np.asarray(spec.reference(*[float(a) if isinstance(a, Number) else a.astype(dtype) for a in arrays],
-                                        **kwargs))
+        out = spec.fn(*tensors_of(dev, arrays, dtype), **kwargs)
+        ref = reference_of(spec, arrays, kwargs, dtype)
         if spec.grad:
             assert str(out.dtype).endswith(dtype), f"{spec.name}: {dtype} inputs gave {out.dtype}"
         np.testing.assert_allclose(host(out), ref, rtol=2e-3, atol=1e-5, err_msg=f"{spec.name} in {dtype}")
