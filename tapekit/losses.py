@@ -92,7 +92,7 @@ def nll_loss(log_probs: Tensor, target: Any, reduction: str = "mean") -> Tensor:
         raise DTypeError(f"nll_loss: the target must be integer class indices, got dtype {dtype_name(labels.dtype)}. "
                          f"Make labels integers, e.g. dev.tensor(np.array(labels), dtype='int64'); for class "
                          f"probabilities use cross_entropy(logits, probs).")
-    picked = where(_picked(log_probs, labels, "nll_loss", "log-probabilities"), log_probs, 0.0).sum(axis=-1)
+    picked = where(_label_mask(log_probs, labels, "nll_loss", "log-probabilities"), log_probs, 0.0).sum(axis=-1)
     return _reduce(-picked, reduction)
 
 
@@ -155,7 +155,8 @@ def _target(logits: Tensor, target: Any) -> tuple[Tensor, Any]:
     values = device_array(target, logits.device, "cross_entropy: the target")
     if is_integer(values.dtype):
         device = logits.device
-        onehot = Tensor(device.count(device.xp.astype(_picked(logits, values, "cross_entropy"), logits.dtype)), device)
+        mask = _label_mask(logits, values, "cross_entropy")
+        onehot = Tensor(device.count(device.xp.astype(mask, logits.dtype)), device)
         return onehot, onehot.data
     if not is_floating(values.dtype):
         raise DTypeError(f"cross_entropy: the target must be integer class indices or floating class probabilities, "
@@ -170,7 +171,7 @@ def _target(logits: Tensor, target: Any) -> tuple[Tensor, Any]:
     return (target if isinstance(target, Tensor) else Tensor(probs, logits.device)), probs
 
 
-def _picked(logits: Tensor, index: Any, loss: str, what: str = "logits") -> Any:
+def _label_mask(logits: Tensor, index: Any, loss: str, what: str = "logits") -> Any:
     """Checked integer labels (a device array) as a boolean array of the logits' shape, true at each
     example's labelled class (a one-hot); ``what`` names the logits in errors."""
     device = logits.device
