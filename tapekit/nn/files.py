@@ -1,10 +1,15 @@
-"""Model files: parameters as named arrays in an ``.npz`` archive, read without pickle."""
+"""Model files: parameters as named arrays in an ``.npz`` archive, read without pickle.
+
+A file is written whole or not at all: into a temporary file beside it, flushed to disk, then
+renamed over the old one, so a save that fails (a full disk, an interrupt) leaves the old file."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import uuid
 import zipfile
-from typing import Any, Sequence
+from typing import IO, Any, Iterator, Sequence
 
 import numpy as np
 
@@ -15,8 +20,39 @@ from ..tensor import Tensor
 
 def save(named: Sequence[tuple[str, Tensor]], path: str | os.PathLike) -> None:
     """Write each parameter under its name (the file is written at ``path`` exactly)."""
-    with open(path, "wb") as f:
-        np.savez(f, **{name: p.numpy() for name, p in named})
+    arrays = {name: p.numpy() for name, p in named}
+    with replacing(path) as f:
+        np.savez(f, **arrays)
+
+
+@contextlib.contextmanager
+def replacing(path: str | os.PathLike) -> Iterator[IO[bytes]]:
+    """A new file to write in the block, which replaces ``path`` once the block is done and the file
+    is on disk; if anything fails (an interrupt too), ``path`` is as it was and the new file is gone."""
+    target = os.path.realpath(path)  # a link stays a link: the file it points to is replaced
+    folder, name = os.path.split(target)
+    temp = os.path.join(folder, f".{name}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        with open(temp, "xb") as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(temp, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temp)
+        raise
+    _sync_folder(folder)
+
+
+def _sync_folder(folder: str) -> None:
+    """Put the rename itself on disk (POSIX); where a folder cannot be opened (Windows), skip it."""
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def load(named: Sequence[tuple[str, Tensor]], path: str | os.PathLike) -> None:
