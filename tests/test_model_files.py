@@ -70,3 +70,121 @@ def test_a_save_replaces_the_old_file_whole_and_keeps_the_name_as_given(tmp_path
     assert sorted(p.name for p in tmp_path.iterdir()) == ["weights"]
     for p, q in zip(model.parameters(), _model(seed=2).load(path).parameters()):
         np.testing.assert_array_equal(host(p), host(q))
+
+
+# -- checkpoints: the optimizer's state with the parameters ----------------------------------------
+OPTIMIZERS = {
+    "sgd-momentum": lambda m: tk.optim.Sgd(m, lr=0.1, momentum=0.9),
+    "sgd-nesterov": lambda m: tk.optim.Sgd(m, lr=0.1, momentum=0.9, nesterov=True, weight_decay=1e-3),
+    "adam": lambda m: tk.optim.Adam(m, lr=0.01, weight_decay=1e-3),
+}
+
+
+def _train(model, opt, batches):
+    dev = model.parameters()[0].device
+    for x, y in batches:
+        x, y = dev.tensor(x), dev.tensor(y)
+        opt.update(model, tk.mse_loss(model.trace(tk.UnionTape())(x), y).backward())
+
+
+def _batches(n):
+    rng = np.random.default_rng(7)
+    return [(rng.standard_normal((5, 3)), rng.standard_normal((5, 2))) for _ in range(n)]
+
+
+def _model_on(dev, seed):
+    model = nn.Sequential(nn.Linear(3, 4, device=dev), nn.Tanh(), nn.Linear(4, 2, device=dev))
+    rng = np.random.default_rng(seed)
+    for p in model.parameters():
+        p.data = dev.tensor(rng.standard_normal(p.shape)).data
+    return model
+
+
+@pytest.mark.parametrize("kind", OPTIMIZERS)
+def test_training_resumed_from_a_checkpoint_goes_on_to_the_same_bits(dev, tmp_path, kind):
+    batches = _batches(20)
+    model = _model_on(dev, seed=0)
+    opt = OPTIMIZERS[kind](model)
+    _train(model, opt, batches)
+
+    first = _model_on(dev, seed=0)
+    first_opt = OPTIMIZERS[kind](first)
+    _train(first, first_opt, batches[:10])
+    first.save(tmp_path / "checkpoint.npz", optimizer=first_opt)
+    resumed = _model_on(dev, seed=1)  # other values, other ids: everything comes from the file
+    resumed_opt = OPTIMIZERS[kind](resumed)
+    assert resumed.load(tmp_path / "checkpoint.npz", optimizer=resumed_opt) is resumed
+    _train(resumed, resumed_opt, batches[10:])
+
+    weights_only = _model_on(dev, seed=1).load(tmp_path / "checkpoint.npz")  # without the optimizer's state
+    _train(weights_only, OPTIMIZERS[kind](weights_only), batches[10:])
+    for (name, p), q, w in zip(model.named_parameters(), resumed.parameters(), weights_only.parameters()):
+        np.testing.assert_array_equal(host(q), host(p), err_msg=name)
+        assert not np.array_equal(host(w), host(p)), f"{name}: the optimizer's state made no difference"
+
+
+def _snapshot(model, opt):
+    params = [host(p).copy() for p in model.parameters()]
+    state = {pid: {k: v if isinstance(v, int) else host(v).copy() for k, v in st.items()}
+             for pid, (_, st) in opt._state.items()}
+    return params, state
+
+
+def _assert_same(before, after):
+    for b, a in zip(before[0], after[0]):
+        np.testing.assert_array_equal(b, a)
+    assert before[1].keys() == after[1].keys()
+    for pid in before[1]:
+        assert before[1][pid].keys() == after[1][pid].keys()
+        for k in before[1][pid]:
+            np.testing.assert_array_equal(before[1][pid][k], after[1][pid][k])
+
+
+def _without(path, name, into):
+    with np.load(path) as archive:
+        np.savez(into, **{n: archive[n] for n in archive.files if n != name})
+    return into
+
+
+def test_a_checkpoint_that_does_not_fit_is_refused_and_changes_nothing(cpu, tmp_path):
+    model = _model_on(cpu, seed=0)
+    adam, sgd = tk.optim.Adam(model, lr=0.01), tk.optim.Sgd(model, lr=0.1, momentum=0.9)
+    _train(model, adam, _batches(3))
+    _train(model, sgd, _batches(3))
+    model.save(tmp_path / "adam.npz", optimizer=adam)
+    model.save(tmp_path / "sgd.npz", optimizer=sgd)
+    model.save(tmp_path / "model.npz")
+    wider = nn.Sequential(nn.Linear(3, 5, device=cpu), nn.Tanh(), nn.Linear(5, 2, device=cpu))
+    cases = [  # (model, optimizer, file, what the message names)
+        (wider, tk.optim.Adam(wider, lr=0.01), "adam.npz", r"layers.0.weight has shape \(3, 4\) in the file but "
+                                                          r"\(3, 5\) in the model; layers.0.bias has shape \(4,\) "
+                                                          r"in the file but \(5,\) in the model; layers.2.weight .*\(5, 2\) "
+                                                          r"in the model. Nothing was loaded"),
+        (model, adam, "sgd.npz", "it holds the state of Sgd, not of Adam"),
+        (model, sgd, "model.npz", r"it holds no optimizer state \(it was saved by model.save\(path\), without "
+                                  r"optimizer=\)"),
+        (model, adam, _without(tmp_path / "adam.npz", "optimizer/state/layers.2.bias/t", tmp_path / "no-t.npz"),
+         "missing optimizer state optimizer/state/layers.2.bias/t"),
+        (model, tk.optim.Adam(model, lr=0.02), "adam.npz", "lr is 0.01 in the file but 0.02 here"),
+        (model, tk.optim.Sgd(model, lr=0.1), "sgd.npz", "momentum is 0.9 in the file but 0.0 here; unexpected "
+                                                        "optimizer state optimizer/state/layers.0.bias/velocity"),
+    ]
+    for target, opt, name, match in cases:
+        before = _snapshot(target, opt)
+        with pytest.raises(tk.ModelFileError, match=match):
+            target.load(tmp_path / name, optimizer=opt)
+        _assert_same(before, _snapshot(target, opt))
+
+
+def test_a_checkpoint_is_written_whole_or_not_at_all(tmp_path, monkeypatch):
+    model = _model_on(tk.Cpu(), seed=0)
+    opt = tk.optim.Adam(model)
+    _train(model, opt, _batches(2))
+    path = tmp_path / "checkpoint.npz"
+    model.save(path, optimizer=opt)
+    saved = path.read_bytes()
+    _fail_at_call(monkeypatch, np.lib.format, "write_array", 9, KeyboardInterrupt())  # among the optimizer's arrays
+    with pytest.raises(KeyboardInterrupt):
+        model.save(path, optimizer=opt)
+    monkeypatch.undo()
+    assert path.read_bytes() == saved and sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint.npz"]
