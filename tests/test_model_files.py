@@ -1,5 +1,6 @@
 """Model files on disk: a save that fails at any step leaves the previous file as it was, and no
-temporary file beside it."""
+temporary file beside it; a checkpoint (``model.save(path, optimizer=opt)``) resumes training to the
+bit, and one that does not fit is refused with nothing changed."""
 
 from __future__ import annotations
 
@@ -16,9 +17,14 @@ from .conftest import host
 nn = tk.nn
 
 
-def _model(seed=0):
-    dev = tk.Cpu(seed=seed)
-    return nn.Sequential(nn.Linear(3, 4, device=dev), nn.Tanh(), nn.Linear(4, 2, device=dev))
+def _model(seed, dev=None):
+    """A small model whose parameters are drawn from ``seed``, on ``dev`` (numpy's by default)."""
+    dev = dev or tk.Cpu()
+    model = nn.Sequential(nn.Linear(3, 4, device=dev), nn.Tanh(), nn.Linear(4, 2, device=dev))
+    rng = np.random.default_rng(seed)
+    for p in model.parameters():
+        p.data = dev.tensor(rng.standard_normal(p.shape)).data
+    return model
 
 
 def _fail_at_call(monkeypatch, owner, name, n, error):
@@ -46,7 +52,7 @@ FAULTS = {  # a step of a save: the function that fails there, at which call, wi
 
 @pytest.mark.parametrize("step", FAULTS)
 def test_a_save_that_fails_at_any_step_leaves_the_old_file_and_no_temporary_one(tmp_path, monkeypatch, step):
-    old, new = _model(seed=0), _model(seed=1)
+    old, new = _model(0), _model(1)
     path = tmp_path / "model.npz"
     old.save(path)
     saved = path.read_bytes()
@@ -58,17 +64,17 @@ def test_a_save_that_fails_at_any_step_leaves_the_old_file_and_no_temporary_one(
     assert raised.value is error
     assert path.read_bytes() == saved, f"{step}: the old file changed"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model.npz"], f"{step}: a temporary file was left"
-    for p, q in zip(old.parameters(), _model(seed=2).load(path).parameters()):
+    for p, q in zip(old.parameters(), _model(2).load(path).parameters()):
         np.testing.assert_array_equal(host(p), host(q))
 
 
 def test_a_save_replaces_the_old_file_whole_and_keeps_the_name_as_given(tmp_path):
     path = tmp_path / "weights"  # no .npz suffix added
-    _model(seed=0).save(path)
-    model = _model(seed=1)
+    _model(0).save(path)
+    model = _model(1)
     model.save(path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["weights"]
-    for p, q in zip(model.parameters(), _model(seed=2).load(path).parameters()):
+    for p, q in zip(model.parameters(), _model(2).load(path).parameters()):
         np.testing.assert_array_equal(host(p), host(q))
 
 
@@ -92,31 +98,23 @@ def _batches(n):
     return [(rng.standard_normal((5, 3)), rng.standard_normal((5, 2))) for _ in range(n)]
 
 
-def _model_on(dev, seed):
-    model = nn.Sequential(nn.Linear(3, 4, device=dev), nn.Tanh(), nn.Linear(4, 2, device=dev))
-    rng = np.random.default_rng(seed)
-    for p in model.parameters():
-        p.data = dev.tensor(rng.standard_normal(p.shape)).data
-    return model
-
-
 @pytest.mark.parametrize("kind", OPTIMIZERS)
 def test_training_resumed_from_a_checkpoint_goes_on_to_the_same_bits(dev, tmp_path, kind):
     batches = _batches(20)
-    model = _model_on(dev, seed=0)
+    model = _model(0, dev)
     opt = OPTIMIZERS[kind](model)
     _train(model, opt, batches)
 
-    first = _model_on(dev, seed=0)
+    first = _model(0, dev)
     first_opt = OPTIMIZERS[kind](first)
     _train(first, first_opt, batches[:10])
     first.save(tmp_path / "checkpoint.npz", optimizer=first_opt)
-    resumed = _model_on(dev, seed=1)  # other values, other ids: everything comes from the file
+    resumed = _model(1, dev)  # other values, other ids: everything comes from the file
     resumed_opt = OPTIMIZERS[kind](resumed)
     assert resumed.load(tmp_path / "checkpoint.npz", optimizer=resumed_opt) is resumed
     _train(resumed, resumed_opt, batches[10:])
 
-    weights_only = _model_on(dev, seed=1).load(tmp_path / "checkpoint.npz")  # without the optimizer's state
+    weights_only = _model(1, dev).load(tmp_path / "checkpoint.npz")  # without the optimizer's state
     _train(weights_only, OPTIMIZERS[kind](weights_only), batches[10:])
     for (name, p), q, w in zip(model.named_parameters(), resumed.parameters(), weights_only.parameters()):
         np.testing.assert_array_equal(host(q), host(p), err_msg=name)
@@ -147,7 +145,7 @@ def _without(path, name, into):
 
 
 def test_a_checkpoint_that_does_not_fit_is_refused_and_changes_nothing(cpu, tmp_path):
-    model = _model_on(cpu, seed=0)
+    model = _model(0, cpu)
     adam, sgd = tk.optim.Adam(model, lr=0.01), tk.optim.Sgd(model, lr=0.1, momentum=0.9)
     _train(model, adam, _batches(3))
     _train(model, sgd, _batches(3))
@@ -156,10 +154,9 @@ def test_a_checkpoint_that_does_not_fit_is_refused_and_changes_nothing(cpu, tmp_
     model.save(tmp_path / "model.npz")
     wider = nn.Sequential(nn.Linear(3, 5, device=cpu), nn.Tanh(), nn.Linear(5, 2, device=cpu))
     cases = [  # (model, optimizer, file, what the message names)
-        (wider, tk.optim.Adam(wider, lr=0.01), "adam.npz", r"layers.0.weight has shape \(3, 4\) in the file but "
-                                                          r"\(3, 5\) in the model; layers.0.bias has shape \(4,\) "
-                                                          r"in the file but \(5,\) in the model; layers.2.weight .*\(5, 2\) "
-                                                          r"in the model. Nothing was loaded"),
+        (wider, tk.optim.Adam(wider, lr=0.01), "adam.npz",  # said once, of the parameters
+         r"layers.0.weight has shape \(3, 4\) in the file but \(3, 5\) in the model; layers.0.bias has shape "
+         r"\(4,\) in the file but \(5,\) in the model; layers.2.weight .*\(5, 2\) in the model. Nothing was loaded"),
         (model, adam, "sgd.npz", "it holds the state of Sgd, not of Adam"),
         (model, sgd, "model.npz", r"it holds no optimizer state \(it was saved by model.save\(path\), without "
                                   r"optimizer=\)"),
@@ -177,7 +174,7 @@ def test_a_checkpoint_that_does_not_fit_is_refused_and_changes_nothing(cpu, tmp_
 
 
 def test_a_checkpoint_is_written_whole_or_not_at_all(tmp_path, monkeypatch):
-    model = _model_on(tk.Cpu(), seed=0)
+    model = _model(0)
     opt = tk.optim.Adam(model)
     _train(model, opt, _batches(2))
     path = tmp_path / "checkpoint.npz"

@@ -155,7 +155,8 @@ def _state_problems(params: dict[str, Tensor], arrays: dict[str, Any], optimizer
         if arr.shape != np.shape(value):
             problems.append(f"{name} has shape {arr.shape} in the file but {np.shape(value)} here")
         elif arr.dtype.kind != ("f" if floating else "i"):
-            problems.append(f"{name} has dtype {arr.dtype} in the file; it is {'floating' if floating else 'an integer'}")
+            kind = "floating" if floating else "an integer"
+            problems.append(f"{name} has dtype {arr.dtype} in the file; it is {kind}")
     return problems
 
 
