@@ -138,9 +138,11 @@ def _assert_same(before, after):
             np.testing.assert_array_equal(before[1][pid][k], after[1][pid][k])
 
 
-def _without(path, name, into):
+def _edited(path, into, name, value=None):
+    """A copy of the file at ``path`` with array ``name`` replaced by ``value`` (None: left out)."""
     with np.load(path) as archive:
-        np.savez(into, **{n: archive[n] for n in archive.files if n != name})
+        arrays = {n: archive[n] for n in archive.files if n != name}
+    np.savez(into, **arrays, **({} if value is None else {name: value}))
     return into
 
 
@@ -160,8 +162,14 @@ def test_a_checkpoint_that_does_not_fit_is_refused_and_changes_nothing(cpu, tmp_
         (model, adam, "sgd.npz", "it holds the state of Sgd, not of Adam"),
         (model, sgd, "model.npz", r"it holds no optimizer state \(it was saved by model.save\(path\), without "
                                   r"optimizer=\)"),
-        (model, adam, _without(tmp_path / "adam.npz", "optimizer/state/layers.2.bias/t", tmp_path / "no-t.npz"),
+        (model, adam, _edited(tmp_path / "adam.npz", tmp_path / "no-t.npz", "optimizer/state/layers.2.bias/t"),
          "missing optimizer state optimizer/state/layers.2.bias/t"),
+        (model, adam, _edited(tmp_path / "adam.npz", tmp_path / "float-t.npz", "optimizer/state/layers.2.bias/t",
+                              np.array(3.0)), "optimizer/state/layers.2.bias/t has dtype float64 in the file; it is an "
+                                              "integer"),
+        (model, adam, _edited(tmp_path / "adam.npz", tmp_path / "long-m.npz", "optimizer/state/layers.2.bias/m",
+                              np.zeros(3, np.float32)), r"optimizer/state/layers.2.bias/m has shape \(3,\) in the file "
+                                                        r"but \(2,\) here"),
         (model, tk.optim.Adam(model, lr=0.02), "adam.npz", "lr is 0.01 in the file but 0.02 here"),
         (model, tk.optim.Sgd(model, lr=0.1), "sgd.npz", "momentum is 0.9 in the file but 0.0 here; unexpected "
                                                         "optimizer state optimizer/state/layers.0.bias/velocity"),
