@@ -68,12 +68,14 @@ def test_a_save_that_fails_at_any_step_leaves_the_old_file_and_no_temporary_one(
         np.testing.assert_array_equal(host(p), host(q))
 
 
-def test_a_save_replaces_the_old_file_whole_and_keeps_the_name_as_given(tmp_path):
+def test_a_save_replaces_the_old_file_whole_and_keeps_its_name_and_permissions(tmp_path):
     path = tmp_path / "weights"  # no .npz suffix added
     _model(0).save(path)
+    path.chmod(0o600)
     model = _model(1)
     model.save(path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["weights"]
+    assert path.stat().st_mode & 0o777 == 0o600
     for p, q in zip(model.parameters(), _model(2).load(path).parameters()):
         np.testing.assert_array_equal(host(p), host(q))
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import uuid
 import zipfile
 from typing import IO, TYPE_CHECKING, Any, Iterator, Sequence
@@ -46,6 +47,8 @@ def replacing(path: str | os.PathLike) -> Iterator[IO[bytes]]:
     temp = os.path.join(folder, f".{name}.{uuid.uuid4().hex[:8]}.tmp")
     try:
         with open(temp, "xb") as f:
+            with contextlib.suppress(FileNotFoundError):  # the new file keeps the old one's permissions
+                shutil.copymode(target, temp)
             yield f
             f.flush()
             os.fsync(f.fileno())
