@@ -195,3 +195,15 @@ def test_a_checkpoint_is_written_whole_or_not_at_all(tmp_path, monkeypatch):
         model.save(path, optimizer=opt)
     monkeypatch.undo()
     assert path.read_bytes() == saved and sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint.npz"]
+
+
+def test_a_save_through_a_link_replaces_the_file_it_points_to_and_keeps_the_link(tmp_path):
+    (tmp_path / "runs").mkdir()
+    target, link = tmp_path / "runs" / "model-7.npz", tmp_path / "latest.npz"
+    _model(0).save(target)
+    link.symlink_to(target)
+    model = _model(1)
+    model.save(link)
+    assert link.is_symlink() and sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["model-7.npz"]
+    for p, q in zip(model.parameters(), _model(2).load(target).parameters()):
+        np.testing.assert_array_equal(host(p), host(q))
