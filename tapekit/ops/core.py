@@ -175,11 +175,31 @@ def check_devices(tensors: Sequence[Tensor], op: str) -> None:
                                       f"{t.device!r}. Move one with t.to(device) first.")
 
 
-def scalar(value: Any, op: str) -> float | int:
-    """A Python number an op can take as a constant operand."""
+def scalar(value: Any, op: str, beside: Tensor) -> Any:
+    """A constant operand of an op whose other operand is ``beside``: a Python number, or on the
+    numpy device a numpy array (``host_constant``)."""
+    if isinstance(value, np.ndarray):
+        return host_constant(value, op, beside)
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise OperandError(f"{op}: unsupported operand of type {type(value).__name__}; use a tensor or a number")
     return value.item() if isinstance(value, np.generic) else value
+
+
+def host_constant(array: np.ndarray, op: str, beside: Tensor) -> np.ndarray:
+    """A numpy array as a constant operand, as a number is one: it gets no gradient, later writes to
+    ``array`` change nothing (this is a copy), and float values take ``beside``'s float dtype (the
+    device's default beside integers). Only the numpy device computes on numpy arrays: elsewhere
+    ``DeviceMismatchError`` says to make the array a tensor there."""
+    device = beside.device
+    if device.place != ("cpu",):  # the numpy device's place (xp may be tk.compile's stand-in for numpy)
+        raise DeviceMismatchError(f"{op}: a numpy array cannot meet {beside.label} on {device!r}, which does not "
+                                  f"compute with numpy. Make it a tensor there first: dev.tensor(array) (untraced, "
+                                  f"it gets no gradient).")
+    if array.dtype.kind not in "biuf":
+        raise OperandError(f"{op}: unsupported operand, a numpy array of dtype {array.dtype}; use numbers")
+    if array.dtype.kind != "f":
+        return array.copy()
+    return array.astype(beside.dtype if is_floating(beside.dtype) else device.dtype(None))
 
 
 def normalize_axes(axis: Any, ndim: int, op: str) -> tuple[int, ...] | None:
@@ -246,13 +266,13 @@ def binary(rule_x: Callable, rule_y: Callable) -> Callable[[Callable], Callable[
                     if b.device is not device:
                         check_devices((a, b), name)
                 else:
-                    y = scalar(b, name)
+                    y = scalar(b, name, a)
             else:
                 if not isinstance(b, Tensor):
                     raise OperandError(f"{name} needs at least one tensor operand, got two numbers; make one a "
                                        f"tensor with dev.tensor(value)")
                 device = b.device
-                x, y = scalar(a, name), b.data
+                x, y = scalar(a, name, b), b.data
             try:
                 out, saved = fn(device.xp, x, y)
             except ValueError:
