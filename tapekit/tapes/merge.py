@@ -6,7 +6,7 @@ from typing import Any, Sequence
 
 from ..errors import TapePolicyError
 from ..ids import label
-from .base import Tape
+from .base import Tape, raise_spent
 from .global_ import GlobalTape, _active, active_global
 
 
@@ -27,7 +27,9 @@ def operand_tapes(inputs: Sequence[Any], op: str) -> Sequence[Tape]:
     if tape is None:
         return ()
     if tape is not _SEVERAL and not active:
-        return (tape._live(),)
+        if tape._spent is not None:
+            raise_spent(tape)
+        return (tape,)
     store = None if active else _one_store(inputs)
     return (store,) if store is not None else _checked_tapes(inputs, op)
 
