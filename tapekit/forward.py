@@ -71,21 +71,22 @@ def jacfwd(f: Callable[[Tensor], Tensor], x: Tensor) -> Tensor:
     return Tensor(x.device.count(xp.reshape(jac, out.shape + x.shape)), x.device)
 
 
-def carry(name: str, result: Tensor, inputs: Sequence[Any], rules: Sequence[Any], saved: tuple, jvp: Any) -> None:
-    """Give ``result`` its tangent from the op's forward rule ``jvp`` (see ``tapekit/ops/core.py``),
-    when an operand has one in this context's ``jvp``."""
+def carry(result: Tensor, name: str, inputs: Sequence[Any], rules: Sequence[Any], saved: tuple, jvp: Any) -> Tensor:
+    """``result``, the output of the op ``name``, given its tangent from the op's forward rule ``jvp``
+    (see ``tapekit/ops/core.py``) when an operand has one in this context's ``jvp``."""
     table = _tangents.get()
     if table is None:
-        return
+        return result
     given = tuple(table.get(t.id) if isinstance(t, Tensor) else None for t in inputs)
     if all(t is None for t in given):
-        return
+        return result
     if jvp is None:
         raise TapekitError(f"{name} has no forward rule, so tk.jvp cannot push a tangent through it; use reverse "
                            f"mode (backward) for this function")
     tangent = _elementwise(result, given, rules, saved) if jvp is ELEMENTWISE else jvp(given, *saved)
     if tangent is not None:
         table[result.id] = tangent
+    return result
 
 
 def _elementwise(result: Tensor, given: tuple, rules: Sequence[Any], saved: tuple) -> Any:

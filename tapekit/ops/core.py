@@ -46,19 +46,10 @@ from ..tensor import Tensor
 
 def emit(name: str, out: Any, inputs: Sequence[Any], rules: Sequence[Callable], saved: tuple, device: Any,
          jvp: Any = None) -> Tensor:
-    """``record`` the op; inside ``tk.jvp``, its output also gets its tangent from the forward rule
-    ``jvp`` (see the module docstring)."""
-    result = record(name, out, inputs, rules, saved, device)
-    if forward.on:
-        forward.carry(name, result, inputs, rules, saved, jvp)
-    return result
-
-
-def record(name: str, out: Any, inputs: Sequence[Any], rules: Sequence[Callable], saved: tuple,
-           device: Any) -> Tensor:
     """Wrap ``out`` in a tensor and, when an operand carries a tape (or a GlobalTape block is
     active), record the op on the operands' merged tape: ``rules[i](g, *saved)`` is operand ``i``'s
-    gradient. Tapes change only once the record is made: an op that fails leaves none merged or moved."""
+    gradient. Tapes change only once the record is made: an op that fails leaves none merged or moved.
+    Inside ``tk.jvp``, the output also gets its tangent from the forward rule ``jvp`` (``forward.carry``)."""
     if type(out) is not np.ndarray and isinstance(out, np.generic):
         out = np.asarray(out)
     checking = anomaly.on
@@ -77,12 +68,14 @@ def record(name: str, out: Any, inputs: Sequence[Any], rules: Sequence[Callable]
     elif tape is _SEVERAL or active:
         tapes = operand_tapes(inputs, name)  # checked: none spent, one policy
         if not tapes:
-            return Tensor(out, device)
+            result = Tensor(out, device)
+            return forward.carry(result, name, inputs, rules, saved, jvp) if forward.on else result
         rid = next_id()
         tape = tapes[0]
         merging = tapes if len(tapes) > 1 else None
     elif tape is None:
-        return Tensor(out, device)
+        result = Tensor(out, device)
+        return forward.carry(result, name, inputs, rules, saved, jvp) if forward.on else result
     else:
         if tape._spent is not None:
             raise_spent(tape)
@@ -111,7 +104,7 @@ def record(name: str, out: Any, inputs: Sequence[Any], rules: Sequence[Callable]
         for t in inputs:
             if type(t) is Tensor and t._tape is not None:
                 t._tape = MovedTape(t.id, rec)
-    return result
+    return forward.carry(result, name, inputs, rules, saved, jvp) if forward.on else result
 
 
 _SEVERAL = object()  # emit's mark for operands that carry more than one tape
