@@ -63,7 +63,7 @@ def jacfwd(f: Callable[[Tensor], Tensor], x: Tensor) -> Tensor:
     columns, out = [], None
     for i in range(max(n, 1)):
         basis = xp.reshape(xp.astype(index == i, x.dtype), x.shape)  # 1 at element i: no setitem, any namespace
-        out, column = jvp(f, x, basis)
+        out, column = jvp(f, x, Tensor(basis, x.device))
         if not isinstance(out, Tensor):
             raise InvalidArgumentError(f"jacfwd: f must return one tensor, got a {type(out).__name__}")
         columns.append(xp.reshape(column.data, (out.size,)))
@@ -77,8 +77,8 @@ def carry(result: Tensor, name: str, inputs: Sequence[Any], rules: Sequence[Any]
     table = _tangents.get()
     if table is None:
         return result
-    given = tuple(table.get(t.id) if isinstance(t, Tensor) else None for t in inputs)
-    if all(t is None for t in given):
+    given = tuple([table.get(getattr(t, "id", None)) for t in inputs])  # a number has no id, and no tangent
+    if all([t is None for t in given]):
         return result
     if jvp is None:
         raise TapekitError(f"{name} has no forward rule, so tk.jvp cannot push a tangent through it; use reverse "
@@ -96,7 +96,7 @@ def _elementwise(result: Tensor, given: tuple, rules: Sequence[Any], saved: tupl
     total = None
     for tangent, rule in zip(given, rules):
         if tangent is not None:
-            part = rule(xp.broadcast_to(tangent, shape), *saved)
+            part = rule(tangent if tangent.shape == shape else xp.broadcast_to(tangent, shape), *saved)
             total = part if total is None else total + part
     return total
 

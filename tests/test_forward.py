@@ -146,3 +146,21 @@ def test_jacfwd_has_the_outputs_then_the_inputs_axes(cpu):
     for j in range(3):
         want[j, :, j] = 2.0
     np.testing.assert_array_equal(host(jac), want)
+
+
+def test_jvp_through_modules_and_a_loss(cpu):
+    model = tk.nn.Sequential(tk.nn.Linear(4, 5, device=cpu, dtype="float64"), tk.nn.Tanh(),
+                             tk.nn.LayerNorm(5, device=cpu, dtype="float64"), tk.nn.Linear(5, 3, device=cpu,
+                                                                                          dtype="float64"))
+    embed = tk.nn.Embedding(6, 4, device=cpu, dtype="float64")
+    rows = embed(cpu.tensor(np.array([0, 3, 5]), dtype="int64"))
+    labels = cpu.tensor(np.array([2, 0, 1]), dtype="int64")
+    rng = np.random.default_rng(2)
+    x, v = rng.standard_normal((3, 4)), rng.standard_normal((3, 4))
+
+    def loss(a):
+        return tk.cross_entropy(model(a + rows), labels) + tk.mse_loss(a, cpu.tensor(np.zeros((3, 4))))
+
+    _, tangent = tk.jvp(loss, cpu.tensor(x, dtype="float64"), v)
+    at = [float(loss(cpu.tensor(x + s * v, dtype="float64")).item()) for s in (1e-6, -1e-6)]
+    np.testing.assert_allclose(float(tangent.item()), (at[0] - at[1]) / 2e-6, rtol=1e-6)
