@@ -38,8 +38,13 @@ def jvp(f: Callable[..., Any], primals: Any, tangents: Any) -> tuple[Any, Any]:
     per primal of its shape (a tensor, an array or a number). ``f`` returns a tensor or a tuple or
     list of them; the tangents come back in the same form, as tensors on no tape. One call is one
     pass through ``f`` beside its values: each op's output gets its tangent from the op's forward
-    rule, and nothing is recorded on any tape. An output that does not depend on the primals has a
-    zero tangent. As in JAX's ``jax.jvp`` and ``torch.func.jvp``."""
+    rule, and nothing is recorded on any tape (the primals enter ``f`` as tensors of their own on no
+    tape; only a GlobalTape block, whose tape takes every op, records them as it records any). An
+    output that does not depend on the primals has a zero tangent. As ``jax.jvp`` and ``torch.func.jvp``.
+
+    ``tk.jvp`` inside ``f`` is refused (forward over forward). A backward inside ``f`` passes
+    tangents on only where its rules run as ops, recorded (forward over reverse); a plain backward's
+    rules compute on arrays, whose tangents are not followed."""
     single = isinstance(primals, Tensor)
     primals, tangents = _primals(primals, tangents)
     if _tangents.get() is not None:

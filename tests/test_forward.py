@@ -164,3 +164,19 @@ def test_jvp_through_modules_and_a_loss(cpu):
     _, tangent = tk.jvp(loss, cpu.tensor(x, dtype="float64"), v)
     at = [float(loss(cpu.tensor(x + s * v, dtype="float64")).item()) for s in (1e-6, -1e-6)]
     np.testing.assert_allclose(float(tangent.item()), (at[0] - at[1]) / 2e-6, rtol=1e-6)
+
+
+def test_tk_compile_records_a_step_that_uses_jvp_bitwise_equal_to_eager(cpu):
+    w = cpu.tensor(np.random.default_rng(3).standard_normal((3, 3)))
+
+    def step(x, v):
+        return tk.jvp(lambda t: tk.softmax(tk.tanh(w @ t), axis=-1).max() * 2.0, x, v)
+
+    program = tk.compile(step)
+    v = cpu.tensor([1.0, 0.0, -1.0])
+    for values in ([0.1, 0.2, 0.3], [0.5, -0.2, 0.9]):
+        x = cpu.tensor(values)
+        (out, tangent), (want_out, want) = program(x, v), step(x, v)
+        np.testing.assert_array_equal(host(tangent), host(want))
+        np.testing.assert_array_equal(host(out), host(want_out))
+        assert float(np.abs(host(want))) > 0
