@@ -62,7 +62,7 @@ def jacfwd(f: Callable[[Tensor], Tensor], x: Tensor) -> Tensor:
     ``jvp`` per element of ``x``, along each basis direction, gives one column. (Reverse mode
     gives a row per backward: it is cheaper when ``f`` has fewer outputs than inputs.)"""
     if not isinstance(x, Tensor):
-        raise InvalidArgumentError(f"jacfwd takes a tensor x, got a {type(x).__name__}; make it with dev.tensor(values)")
+        raise InvalidArgumentError(f"jacfwd takes a tensor x, got a {type(x).__name__}; make one: dev.tensor(values)")
     xp, n = x.device.xp, x.size
     index = xp.arange(n, **x.device._placement())
     columns, out = [], None
