@@ -86,8 +86,9 @@ def carry(result: Tensor, name: str, inputs: Sequence[Any], rules: Sequence[Any]
     if all([t is None for t in given]):
         return result
     if jvp is None:
-        raise TapekitError(f"{name} has no forward rule, so tk.jvp cannot push a tangent through it; use reverse "
-                           f"mode (backward) for this function")
+        raise TapekitError(f"{name} has no forward rule, so tk.jvp cannot push a tangent through it. Give the op "
+                           f"one (unary(rule, jvp=...), emit(..., jvp=...): the kinds are in tapekit.ops.core), or use "
+                           f"reverse mode (backward) for this function")
     tangent = _elementwise(result, given, rules, saved) if jvp is ELEMENTWISE else jvp(given, *saved)
     if tangent is not None:
         table[result.id] = tangent

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import tapekit as tk
+from tapekit.ops.core import ELEMENTWISE, unary
 
 from .conftest import host
 
@@ -180,3 +181,23 @@ def test_tk_compile_records_a_step_that_uses_jvp_bitwise_equal_to_eager(cpu):
         np.testing.assert_array_equal(host(tangent), host(want))
         np.testing.assert_array_equal(host(out), host(want_out))
         assert float(np.abs(host(want))) > 0
+
+
+def test_an_op_of_your_own_without_a_forward_rule_says_how_to_give_it_one(cpu):
+    @unary(lambda g, x: 3 * g * x * x)
+    def cube(xp, x):
+        """``x ** 3``; gradient ``3 x ** 2``."""
+        return x * x * x, (x,)
+
+    x = cpu.tensor([2.0])
+    assert float(cube(x.trace()).backward()[x].item()) == 12.0
+    with pytest.raises(tk.TapekitError, match="cube has no forward rule.*jvp="):
+        tk.jvp(cube, x, [1.0])
+
+    @unary(lambda g, x: 3 * g * x * x, ELEMENTWISE)
+    def cube_with_rule(xp, x):
+        """``x ** 3``; gradient ``3 x ** 2``."""
+        return x * x * x, (x,)
+
+    np.testing.assert_allclose(host(tk.jvp(cube_with_rule, x, [1.0])[1]), [12.0])
+    assert "Forward rule (JVP): the tangent times the gradient" in cube_with_rule.__doc__

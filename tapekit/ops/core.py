@@ -355,7 +355,8 @@ _SAID = {ELEMENTWISE: "the tangent times the gradient, elementwise",
 
 def _with_forward_rule(op: Callable, said: str | None) -> Callable:
     """``op`` with its docstring ending in what its forward rule is, where it is one of the shared
-    kinds (``said``); an op with a forward rule of its own says it in its own words."""
-    if said is not None:
+    kinds (``said``); an op with a forward rule of its own says it in its own words (an op without
+    a docstring says nothing)."""
+    if said is not None and op.__doc__:
         op.__doc__ = f"{op.__doc__.rstrip()}\n\n    Forward rule (JVP): {said}."
     return op
