@@ -140,6 +140,7 @@ def _primals(primals: Any, tangents: Any) -> tuple[list[Tensor], list[Any]]:
 
 
 def _tangent(i: int, primal: Any, tangent: Any) -> Any:
+    """Primal ``i``'s tangent, checked, as an array of the primal's shape, dtype and device."""
     if not isinstance(primal, Tensor):
         raise InvalidArgumentError(f"jvp: primal {i} is a {type(primal).__name__}; pass tensors (dev.tensor(values))")
     if not is_floating(primal.dtype):
@@ -154,6 +155,8 @@ def _tangent(i: int, primal: Any, tangent: Any) -> Any:
             raise DeviceMismatchError(f"jvp: tangent {i} is on {tangent.device!r} but its primal is on {device!r}; "
                                       f"move it with .to(device)")
         data = tangent.data
+    elif isinstance(tangent, type(primal.data)):  # an array of the primal's namespace already
+        data = tangent
     else:
         data = device.from_numpy(np.asarray(tangent, dtype=np.float64))
     if tuple(data.shape) != primal.shape:

@@ -201,3 +201,11 @@ def test_an_op_of_your_own_without_a_forward_rule_says_how_to_give_it_one(cpu):
 
     np.testing.assert_allclose(host(tk.jvp(cube_with_rule, x, [1.0])[1]), [12.0])
     assert "Forward rule (JVP): the tangent times the gradient" in cube_with_rule.__doc__
+
+
+def test_a_tangent_may_be_an_array_of_the_devices_namespace(dev):
+    x = dev.tensor([1.0, 2.0], dtype="float64")
+    direction = dev.tensor([1.0, -1.0], dtype="float32").data  # the device's own array, float32
+    _, tangent = tk.jvp(lambda a: a * a, x, direction)
+    assert str(tangent.dtype).endswith("float64")
+    np.testing.assert_allclose(host(tangent), [2.0, -4.0])
