@@ -46,32 +46,29 @@ def jvp(f: Callable[..., Any], primals: Any, tangents: Any) -> tuple[Any, Any]:
     tangents on only where its rules run as ops, recorded (forward over reverse); a plain backward's
     rules compute on arrays, whose tangents are not followed."""
     single = isinstance(primals, Tensor)
-    primals, tangents = _primals(primals, tangents)
-    if _tangents.get() is not None:
-        raise InvalidArgumentError("tk.jvp inside tk.jvp (forward over forward) is not supported: the inner pass's "
-                                   "tangents are plain arrays that the outer pass cannot see. For a second "
-                                   "derivative, take tk.jvp of a gradient (forward over reverse).")
-    inputs = [Tensor(p.data, p.device) for p in primals]  # own ids: a primal given twice takes two tangents
+    inputs, tangents = _primals(primals, tangents)
     with _carrying({t.id: d for t, d in zip(inputs, tangents)}) as table:
         outputs = f(inputs[0]) if single else f(*inputs)
     return outputs, _output_tangents(outputs, table)
 
 
 def jacfwd(f: Callable[[Tensor], Tensor], x: Tensor) -> Tensor:
-    """The Jacobian of ``f`` at ``x`` by forward mode, of shape ``f(x).shape + x.shape``: one
-    ``jvp`` per element of ``x``, along each basis direction, gives one column. (Reverse mode
+    """The Jacobian of ``f`` at ``x`` by forward mode, of shape ``f(x).shape + x.shape``: one pass
+    of ``jvp`` per element of ``x``, along each basis direction, gives one column. (Reverse mode
     gives a row per backward: it is cheaper when ``f`` has fewer outputs than inputs.)"""
     if not isinstance(x, Tensor):
         raise InvalidArgumentError(f"jacfwd takes a tensor x, got a {type(x).__name__}; make one: dev.tensor(values)")
     xp, n = x.device.xp, x.size
     index = xp.arange(n, **x.device._placement())
+    point = _primal(0, x)
     columns, out = [], None
-    for i in range(max(n, 1)):
-        basis = xp.reshape(xp.astype(index == i, x.dtype), x.shape)  # 1 at element i: no setitem, any namespace
-        out, column = jvp(f, x, Tensor(basis, x.device))
-        if not isinstance(out, Tensor):
-            raise InvalidArgumentError(f"jacfwd: f must return one tensor, got a {type(out).__name__}")
-        columns.append(xp.reshape(column.data, (out.size,)))
+    with _carrying({}) as table:  # one table, cleared for each direction
+        for i in range(max(n, 1)):
+            table.clear()
+            table[point.id] = xp.reshape(xp.astype(index == i, x.dtype), x.shape)  # no setitem: any namespace
+            out = f(point)
+            columns.append(xp.reshape(_output_tangents(out, table, "jacfwd: f must return one tensor").data,
+                                      (out.size,)))
     jac = xp.stack(columns, axis=-1) if n else xp.zeros((out.size, 0), dtype=out.dtype, **x.device._placement())
     return Tensor(x.device.count(xp.reshape(jac, out.shape + x.shape)), x.device)
 
@@ -111,6 +108,10 @@ def _elementwise(result: Tensor, given: tuple, rules: Sequence[Any], saved: tupl
 def _carrying(table: dict[int, Any]) -> Iterator[dict[int, Any]]:
     """Inside the block, every op in this context carries tangents in ``table``."""
     global on, _depth
+    if _tangents.get() is not None:
+        raise InvalidArgumentError("tk.jvp inside tk.jvp (forward over forward) is not supported: the inner pass's "
+                                   "tangents are plain arrays that the outer pass cannot see. For a second "
+                                   "derivative, take tk.jvp of a gradient (forward over reverse).")
     token = _tangents.set(table)
     with _lock:
         _depth += 1
@@ -125,7 +126,8 @@ def _carrying(table: dict[int, Any]) -> Iterator[dict[int, Any]]:
 
 
 def _primals(primals: Any, tangents: Any) -> tuple[list[Tensor], list[Any]]:
-    """The checked primals and their tangents as arrays of the primals' shapes, dtypes and devices."""
+    """The checked primals, as tensors of their own (``_primal``), and their tangents as arrays of
+    the primals' shapes, dtypes and devices."""
     if isinstance(primals, Tensor):  # one primal: one tangent, whatever its form
         primals, tangents = [primals], [tangents]
     elif isinstance(primals, (list, tuple)) and isinstance(tangents, (list, tuple)):
@@ -136,11 +138,13 @@ def _primals(primals: Any, tangents: Any) -> tuple[list[Tensor], list[Any]]:
     if len(primals) != len(tangents):
         raise InvalidArgumentError(f"jvp: {len(primals)} primals but {len(tangents)} tangents; give one tangent per "
                                    f"primal, as a tuple (tk.jvp(f, (x, y), (dx, dy)))")
-    return primals, [_tangent(i, p, t) for i, (p, t) in enumerate(zip(primals, tangents))]
+    inputs = [_primal(i, p) for i, p in enumerate(primals)]
+    return inputs, [_tangent(i, p, t) for i, (p, t) in enumerate(zip(inputs, tangents))]
 
 
-def _tangent(i: int, primal: Any, tangent: Any) -> Any:
-    """Primal ``i``'s tangent, checked, as an array of the primal's shape, dtype and device."""
+def _primal(i: int, primal: Any) -> Tensor:
+    """Primal ``i``, checked, as a tensor of its own (a new id: a primal given twice takes two
+    tangents) sharing its storage, on no tape."""
     if not isinstance(primal, Tensor):
         raise InvalidArgumentError(f"jvp: primal {i} is a {type(primal).__name__}; pass tensors (dev.tensor(values))")
     if not is_floating(primal.dtype):
@@ -149,6 +153,11 @@ def _tangent(i: int, primal: Any, tangent: Any) -> Any:
     if primal.tape is not None:
         raise InvalidArgumentError(f"jvp: primal {i} carries a tape, but forward mode records nothing, so no gradient "
                                    f"could flow back through it; pass x.detach() (or the tensor before trace())")
+    return Tensor(primal.data, primal.device)
+
+
+def _tangent(i: int, primal: Tensor, tangent: Any) -> Any:
+    """Primal ``i``'s tangent, checked, as an array of the primal's shape, dtype and device."""
     device = primal.device
     if isinstance(tangent, Tensor):
         if tangent.device is not device and tangent.device.place != device.place:
@@ -165,8 +174,11 @@ def _tangent(i: int, primal: Any, tangent: Any) -> Any:
     return data if data.dtype == primal.dtype else device.xp.astype(data, primal.dtype)
 
 
-def _output_tangents(outputs: Any, table: dict[int, Any]) -> Any:
-    """The tangent of each output, as tensors in the outputs' form (a tensor, tuple or list)."""
+def _output_tangents(outputs: Any, table: dict[int, Any], one: str = "") -> Any:
+    """The tangent of each output, as tensors in the outputs' form (a tensor, tuple or list);
+    with ``one``, the message to refuse anything but one tensor with."""
+    if one and not isinstance(outputs, Tensor):
+        raise InvalidArgumentError(f"{one}, got a {type(outputs).__name__}")
     many = isinstance(outputs, (tuple, list))
     for i, out in enumerate(outputs if many else [outputs]):
         if not isinstance(out, Tensor):

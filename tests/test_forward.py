@@ -209,3 +209,16 @@ def test_a_tangent_may_be_an_array_of_the_devices_namespace(dev):
     _, tangent = tk.jvp(lambda a: a * a, x, direction)
     assert str(tangent.dtype).endswith("float64")
     np.testing.assert_allclose(host(tangent), [2.0, -4.0])
+
+
+def test_jacfwd_refuses_what_it_cannot_take(cpu):
+    x = cpu.tensor([1.0, 2.0])
+    with pytest.raises(tk.InvalidArgumentError, match="f must return one tensor, got a tuple"):
+        tk.jacfwd(lambda t: (t, t), x)
+    with pytest.raises(tk.InvalidArgumentError, match="takes a tensor x"):
+        tk.jacfwd(tk.exp, [1.0, 2.0])
+    with pytest.raises(tk.InvalidArgumentError, match="forward over forward"):
+        tk.jvp(lambda a: tk.jacfwd(tk.exp, a), x, [1.0, 1.0])
+    with pytest.raises(tk.DTypeError, match="no tangent"):
+        tk.jacfwd(lambda t: t > 0, x)
+    assert not tk.forward.on
