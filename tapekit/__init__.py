@@ -20,6 +20,9 @@ from .compile import CompileError, compile  # noqa: A004  (tk.compile shadows th
 
 __version__ = "0.1.0"
 
+from .callsite import hide_numpy_warnings_inside_tapekit as _hide_numpy_warnings  # noqa: E402
+_hide_numpy_warnings()
+
 
 def __getattr__(name: str):
     """``tk.viz`` and ``tk.widgets`` load on first use: they import graphviz, matplotlib and ipywidgets."""
