@@ -10,8 +10,9 @@ so the tutorials read well before anyone runs them and their widgets render on o
 outputs were made fails the suite until this script runs again.
 
 Each notebook is saved as JupyterLab would save it, so one opened and closed untouched is not
-marked changed: nbformat 4.5, every cell with a stable id, the kernelspec and ``language_info`` as
-the kernel that ran it reports them (JupyterLab writes those on open; a reader on another Python
+marked changed: nbformat 4.5, every cell with a stable id, consecutive prints of a cell in one
+output (JupyterLab joins them on open), the kernelspec and ``language_info`` as the kernel that ran
+it reports them (JupyterLab writes those on open; a reader on another Python
 version gets that version written, which nothing in the file can prevent), no widget state left
 from an earlier run.
 """
@@ -60,6 +61,20 @@ def give_ids(nb) -> None:
         taken.add(fresh)
 
 
+def join_streams(nb) -> None:
+    """Join each run of consecutive stream outputs of one stream (stdout, stderr) into one, as
+    JupyterLab shows and saves them."""
+    for cell in nb.cells:
+        joined = []
+        for out in cell.get("outputs", []):
+            if joined and out.output_type == joined[-1].output_type == "stream" and out.name == joined[-1].name:
+                joined[-1].text += out.text
+            else:
+                joined.append(out)
+        if cell.cell_type == "code":
+            cell.outputs = joined
+
+
 def as_jupyterlab_saves(nb, kernel: str) -> None:
     """The notebook's format and metadata as JupyterLab would write them with ``kernel`` running."""
     import nbformat
@@ -69,6 +84,7 @@ def as_jupyterlab_saves(nb, kernel: str) -> None:
     nb.nbformat, nb.nbformat_minor = 4, nbformat.v4.nbformat_minor
     nb.metadata["kernelspec"] = {"name": kernel, "display_name": spec.display_name, "language": spec.language}
     give_ids(nb)
+    join_streams(nb)
 
 
 def execute(path: Path) -> float:
