@@ -2,6 +2,7 @@
 
 from .anomaly import detect_anomaly
 from .backward import backward
+from .callsite import hide_numpy_warnings_inside_tapekit as _hide_numpy_warnings
 from .check import GradCheck, check_grads
 from .devices import Cpu, Cuda, Device
 from .errors import (AxisError, BackwardError, DeviceMismatchError, DeviceUnavailableError, DTypeError,
@@ -20,7 +21,6 @@ from .compile import CompileError, compile  # noqa: A004  (tk.compile shadows th
 
 __version__ = "0.1.0"
 
-from .callsite import hide_numpy_warnings_inside_tapekit as _hide_numpy_warnings  # noqa: E402
 _hide_numpy_warnings()
 
 
