@@ -17,13 +17,26 @@ $(BIN)/python:
 # JupyterLab in .venv asks nothing about news and checks for no update: the tutorials open on their own.
 QUIET_LAB := $(BIN)/jupyter labextension disable --level=sys_prefix @jupyterlab/apputils-extension:announcements >/dev/null 2>&1
 
-$(VENV)/.lab-installed: $(BIN)/python pyproject.toml
-	$(BIN)/pip install -q -e '.[lab]'
+# tapekit is installed editable in setuptools' strict mode: a tree of links to its modules under
+# build/__editable__.*, put on sys.path, where import finds a regular package. The default mode's finder
+# comes after the path's and is hidden wherever the current folder holds a folder named tapekit (a clone
+# in ~, run from ~: import takes the clone for an empty namespace package); compat mode (the whole clone
+# on sys.path) is deprecated. Strict mode sees edits at once, but a module added or removed needs a new
+# install: .modules, the list of modules, changes only then and makes one.
+EDITABLE := --config-settings editable_mode=strict
+
+$(VENV)/.modules: $(BIN)/python FORCE
+	@find tapekit -name '*.py' | sort > $@.new; if cmp -s $@.new $@; then rm $@.new; else mv $@.new $@; fi
+
+FORCE:
+
+$(VENV)/.lab-installed: $(BIN)/python pyproject.toml $(VENV)/.modules
+	$(BIN)/pip install -q $(EDITABLE) -e '.[lab]'
 	$(QUIET_LAB)
 	touch $@
 
-$(VENV)/.test-installed: $(BIN)/python pyproject.toml
-	$(BIN)/pip install -q -e '.[test]'
+$(VENV)/.test-installed: $(BIN)/python pyproject.toml $(VENV)/.modules
+	$(BIN)/pip install -q $(EDITABLE) -e '.[test]'
 	$(QUIET_LAB)
 	touch $@
 
@@ -72,7 +85,7 @@ test-versions:
 	  env=$(VENV)/versions/$$v; \
 	  echo "== Python $$v ($$py)"; \
 	  { [ -x $$env/bin/python ] || { $$py -m venv $$env && $$env/bin/python -m pip install -q --upgrade pip; }; } \
-	  && { [ $$env/.installed -nt pyproject.toml ] || { $$env/bin/pip install -q -e '.[unit]' && touch $$env/.installed; }; } \
+	  && { [ $$env/.installed -nt pyproject.toml ] || { $$env/bin/pip install -q $(EDITABLE) -e '.[unit]' && touch $$env/.installed; }; } \
 	  && $$env/bin/python -m pytest -q -n 2 --dist loadgroup $(UNIT_TESTS) || failed="$$failed $$v"; \
 	done; \
 	if [ -n "$$failed" ]; then echo "test-versions: failed on$$failed"; exit 1; else echo "test-versions: passed on $(VERSIONS)"; fi
@@ -81,6 +94,6 @@ bench: $(VENV)/.bench-installed
 	$(BIN)/python -m benchmarks
 
 gpu-check: $(VENV)/.test-installed
-	$(BIN)/pip install -q -e '.[gpu]'
+	$(BIN)/pip install -q $(EDITABLE) -e '.[gpu]'
 	$(BIN)/python -m pytest -q -n 4 tests --ignore=tests/browser
 	$(BIN)/python -m benchmarks.gpu

@@ -18,8 +18,9 @@ class ShapeError(TapekitError, ValueError):
     """Operand shapes do not fit the op (broadcasting, matmul, reshape, seeds)."""
 
 
-class AxisError(TapekitError, ValueError):
-    """An axis argument is out of range or repeated."""
+class AxisError(TapekitError, ValueError, IndexError):
+    """An axis argument is out of range or repeated; both a ``ValueError`` and an ``IndexError``, as
+    numpy's ``AxisError`` is, so code written for numpy catches it."""
 
 
 class IndexingError(TapekitError, IndexError):

@@ -14,6 +14,10 @@ or a pickle of ``(model, opt)`` gives an optimizer whose state belongs to the co
 parameters (new ids), in whichever order the two appear. A deep copy or pickle of the optimizer
 alone carries copies of the parameters that no model holds, so copy it with its model. A shallow
 ``copy.copy(opt)`` keeps the same parameters, with state of its own.
+
+``model.save(path, optimizer=opt)`` writes a checkpoint: the parameters and the optimizer's kind,
+settings and state, in one file; ``model.load(path, optimizer=opt)`` into a fresh model and an
+optimizer made with the same settings resumes training as if it had not stopped (to the bit).
 """
 
 from __future__ import annotations
@@ -73,6 +77,20 @@ class Optimizer:
         """The parameter's new values from its values ``w``, gradient ``g`` and its state, whose
         arrays it replaces (never writes into), so a shallow copy's state stays its own."""
         raise NotImplementedError
+
+    # -- checkpoints (model.save(path, optimizer=opt), model.load(path, optimizer=opt)) --------
+    def _settings(self) -> dict[str, Any]:
+        """The settings a checkpoint records and a load checks: the public attributes."""
+        return {k: v for k, v in vars(self).items() if not k.startswith("_")}
+
+    def _state_of(self, p: Tensor) -> dict[str, Any]:
+        """``p``'s state: what this optimizer keeps for it, or would start from at its first update."""
+        held = self._state.get(p.id)
+        return dict(held[1]) if held is not None else self._init_state(p)
+
+    def _restore(self, p: Tensor, state: dict[str, Any]) -> None:
+        """Make ``state`` ``p``'s, in the dict that holds it (a compiled step reads the state there)."""
+        self._state.setdefault(p.id, (p, {}))[1].update(state)
 
     # -- copies and pickles -----------------------------------------------------------------
     def __getstate__(self) -> dict[str, Any]:

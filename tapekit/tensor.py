@@ -236,7 +236,7 @@ class Tensor:
         return ops.div(other, self)
 
     def __pow__(self, other: Any) -> "Tensor":
-        return ops.pow(self, other) if isinstance(other, Tensor) else ops.power(self, other)
+        return ops.pow(self, other) if isinstance(other, (Tensor, np.ndarray)) else ops.power(self, other)
 
     def __rpow__(self, other: Any) -> "Tensor":
         return ops.pow(other, self)
@@ -248,10 +248,16 @@ class Tensor:
         return ops.abs(self)
 
     def __matmul__(self, other: "Tensor") -> "Tensor":
-        return ops.matmul(self, other)
+        return ops.matmul(self, self._constant(other, "matmul"))
 
     def __rmatmul__(self, other: "Tensor") -> "Tensor":
-        return ops.matmul(other, self)
+        return ops.matmul(self._constant(other, "matmul"), self)
+
+    def _constant(self, other: Any, op: str) -> Any:
+        """A numpy array operand as an untraced tensor beside this one (``ops.core.host_constant``)."""
+        if isinstance(other, np.ndarray):
+            return Tensor(self.device.count(ops.core.host_constant(other, op, self)), self.device)
+        return other
 
     def __getitem__(self, key: Any) -> "Tensor":
         return ops.getitem(self, key)
@@ -263,6 +269,8 @@ class Tensor:
             if other.device is not self.device:
                 ops.core.check_devices((self, other), fn.strip("_"))
             other = other.data
+        elif isinstance(other, np.ndarray):
+            other = ops.core.host_constant(other, fn.strip("_"), self)
         elif not isinstance(other, (int, float, bool, np.number, np.bool_)):
             return NotImplemented
         return Tensor(self.device.count(getattr(self.data, fn)(other)), self.device)

@@ -7,7 +7,9 @@ from the spec's ``draw``; the factory then checks
 - the gradient against float64 central differences (``tk.check_grads``), unless the op has none;
 - that an op without gradient gives a tensor that carries no tape;
 - every documented ``Edge``: where finite differences cannot decide (ties, kinks, the edge of a
-  domain), the gradient the op's docstring promises.
+  domain), the gradient the op's docstring promises;
+- a drawn numpy array operand (binary ops) is checked as the arrays are on the numpy device, and
+  refused with ``DeviceMismatchError`` on the others.
 
 Specs live in ``tests/op_specs/``, one module per family of ops; ``test_op_factory.py`` runs them all.
 """
@@ -18,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import numpy as np
+import pytest
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import array_shapes, mutually_broadcastable_shapes
 
@@ -96,17 +99,37 @@ class Number(float):
     promotes a subclass of float as it does a float64 array)."""
 
 
+@dataclass
+class HostArray:
+    """A drawn operand to pass as a numpy array: a constant, as a number is, on the numpy device;
+    refused with ``DeviceMismatchError`` on the others."""
+
+    array: np.ndarray
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:  # where a test wants only arrays
+        return np.asarray(self.array, dtype)
+
+
+def each_array(drawn: list[Any], fn: Callable[[np.ndarray], np.ndarray]) -> list[Any]:
+    """``fn`` of each drawn array, a drawn number or numpy array staying one."""
+    return [Number(fn(np.float64(a))) if isinstance(a, Number) else HostArray(fn(a.array))
+            if isinstance(a, HostArray) else fn(a) for a in drawn]
+
+
 def binary_draw(domain: str = "any", domain_y: str | None = None) -> Callable:
-    """Two arrays of mutually broadcastable drawn shapes, or one of them a Python number (``2.0 * t``)."""
+    """Two arrays of mutually broadcastable drawn shapes, or one of them a constant: a Python number
+    (``2.0 * t``) or a numpy array (``np.arange(3.0) * t``)."""
     def draw(data: Any) -> tuple[list[Any], dict]:
         shapes = data.draw(mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=3, max_side=3),
                            label="shapes")
         seed = data.draw(st.integers(0, 2 ** 16), label="seed")
-        number = data.draw(st.sampled_from([None, 0, 1]), label="which operand is a number")
+        constant = data.draw(st.sampled_from([None, 0, 1]), label="which operand is a constant")
         a, b = shapes.input_shapes
         operands = [values(a, domain, seed), values(b, domain_y or domain, seed + 1)]
-        if number is not None:
-            operands[number] = Number(operands[number].flat[0] if operands[number].size else 1.0)
+        if constant is not None and data.draw(st.booleans(), label="the constant is a numpy array"):
+            operands[constant] = HostArray(operands[constant])
+        elif constant is not None:
+            operands[constant] = Number(operands[constant].flat[0] if operands[constant].size else 1.0)
         return operands, {}
     return draw
 
@@ -124,8 +147,10 @@ def axis_of(ndim_min: int = 0) -> Callable:
 
 # -- the checks ------------------------------------------------------------------------------------
 def operands(drawn: list[Any], dtype: str, make: Callable[[Any, str], Any]) -> list[Any]:
-    """``make(array, dtype)`` of each drawn array; a drawn ``Number`` stays a (plain) number."""
-    return [float(a) if isinstance(a, Number) else make(a, dtype) for a in drawn]
+    """``make(array, dtype)`` of each drawn array; a drawn ``Number`` stays a (plain) number, a
+    drawn ``HostArray`` a numpy array."""
+    return [float(a) if isinstance(a, Number) else np.asarray(a.array, dtype) if isinstance(a, HostArray)
+            else make(a, dtype) for a in drawn]
 
 
 def tensors_of(dev: tk.Device, drawn: list[Any], dtype: str = "float64") -> list[Any]:
@@ -138,6 +163,10 @@ def reference_of(spec: OpSpec, drawn: list[Any], kwargs: dict, dtype: str = "flo
 
 def check_spec(spec: OpSpec, dev: tk.Device, arrays: list[Any], kwargs: dict) -> None:
     given = tensors_of(dev, arrays)
+    if any(isinstance(a, HostArray) for a in arrays) and dev.place != ("cpu",):
+        with pytest.raises(tk.DeviceMismatchError, match=r"a numpy array cannot meet .* dev.tensor\(array\)"):
+            spec.fn(*given, **kwargs)
+        return
     got = spec.fn(*given, **kwargs)
     want = reference_of(spec, arrays, kwargs)
     assert got.shape == want.shape, f"{spec.name}: shape {got.shape}, numpy gives {want.shape}"

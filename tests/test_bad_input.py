@@ -249,6 +249,25 @@ def operand_matmul_array(new_tape, tmp):
     return (lambda: tk.matmul(a, np.eye(2))), [a]
 
 
+@bad(tk.DeviceMismatchError, ("mul: a numpy array cannot meet", "backend='strict'"),
+     "Make it a tensor there first: dev.tensor(array)", per_policy=True)
+def operand_array_off_the_numpy_device(new_tape, tmp):
+    a = operand(new_tape, (2,), tk.Cpu(backend="strict"))
+    return (lambda: np.ones(2) * a), [a]
+
+
+@bad(tk.OperandError, "add: unsupported operand, a numpy array of dtype object", "use numbers", per_policy=True)
+def operand_array_of_objects(new_tape, tmp):
+    a = operand(new_tape, (2,))
+    return (lambda: a + np.array([1, "x"], dtype=object)), [a]
+
+
+@bad(tk.ShapeError, "sub: shapes (3,) and (2,) do not broadcast", "Reshape one operand", per_policy=True)
+def operand_array_shapes(new_tape, tmp):
+    a = operand(new_tape, (2,))
+    return (lambda: np.ones(3) - a), [a]
+
+
 @bad(tk.OperandError, "concat takes a non-empty sequence of tensors, got a sequence of Tensor, float",
      "tk.concat([a, b])", per_policy=True)
 def operand_concat_number(new_tape, tmp):
@@ -699,6 +718,32 @@ def model_file_shapes(new_tape, tmp):
     path = tmp / "wider.npz"
     tk.nn.Sequential(tk.nn.Linear(3, 5), tk.nn.Tanh(), tk.nn.Linear(4, 2)).save(path)
     return (lambda: model.load(path)), [model]
+
+
+@bad(tk.ModelFileError, ("does not fit this model and optimizer", "it holds the state of Sgd, not of Adam"),
+     ("Nothing was loaded", "the same optimizer"))
+def checkpoint_of_another_optimizer(new_tape, tmp):
+    model = mlp()
+    sgd, adam = tk.optim.Sgd(model, lr=0.1, momentum=0.9), tk.optim.Adam(model, lr=0.1)
+    grads = model_grads(model)
+    sgd.update(model, grads)
+    adam.update(model, grads)  # both hold state
+    model.save(tmp / "sgd.npz", optimizer=sgd)
+    return (lambda: model.load(tmp / "sgd.npz", optimizer=adam)), [model, adam]
+
+
+@bad(tk.ModelFileError, ("missing optimizer state optimizer/state/layers.0.weight/m", "lr is 0.1 in the file but 0.2"),
+     ("Nothing was loaded", "the same optimizer"))
+def checkpoint_missing_state(new_tape, tmp):
+    model = mlp()
+    opt = tk.optim.Adam(model, lr=0.1)
+    opt.update(model, model_grads(model))
+    model.save(tmp / "full.npz", optimizer=opt)
+    with np.load(tmp / "full.npz") as archive:
+        np.savez(tmp / "cut.npz", **{n: archive[n] for n in archive.files if n != "optimizer/state/layers.0.weight/m"})
+    other = tk.optim.Adam(model, lr=0.2)
+    other.update(model, model_grads(model))
+    return (lambda: model.load(tmp / "cut.npz", optimizer=other)), [model, other]
 
 
 @bad(tk.ModelFileError, ("is not a model file tapekit can read safely", "pickled"),

@@ -19,13 +19,16 @@ A traced view refuses all three: a tape is not a value.
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from ..devices import Cpu, Device
 from ..errors import TapeError, TapePolicyError
 from ..gradients import Gradients
 from ..tensor import Tensor
 from . import files
+
+if TYPE_CHECKING:
+    from ..optim import Optimizer
 
 _default_device: Device | None = None
 
@@ -139,14 +142,21 @@ class Module:
         return self.train(False)
 
     # -- files ------------------------------------------------------------------------------
-    def save(self, path: str | os.PathLike) -> None:
-        """Write the parameters to ``path`` as an ``.npz`` file, one array per parameter name."""
-        files.save(self._origin().named_parameters(), path)
+    def save(self, path: str | os.PathLike, optimizer: "Optimizer | None" = None) -> None:
+        """Write the parameters to ``path`` as an ``.npz`` file, one array per parameter name; with
+        ``optimizer``, a checkpoint: its kind, settings and state (momentum, Adam's moments and step
+        counts) too. The file is replaced only once the new one is complete and on disk: a save
+        that fails (a full disk, an interrupt) leaves the old file as it was."""
+        files.save(self._origin().named_parameters(), path, optimizer)
 
-    def load(self, path: str | os.PathLike) -> "Module":
-        """Read parameters saved by ``save``. A file whose names, shapes or dtypes do not match, or
-        that holds pickled objects, raises ``ModelFileError`` and leaves the model unchanged."""
-        files.load(self._origin().named_parameters(), path)
+    def load(self, path: str | os.PathLike, optimizer: "Optimizer | None" = None) -> "Module":
+        """Read parameters saved by ``save``, and with ``optimizer`` its state from a checkpoint, so
+        that training goes on as if it had not stopped (the optimizer must be of the same kind and
+        settings; change ``opt.lr`` after loading to go on with another). A file whose names, shapes
+        or dtypes do not match, whose optimizer differs, or that holds pickled objects, raises
+        ``ModelFileError`` and leaves the model and the optimizer unchanged. Without ``optimizer``,
+        a checkpoint's parameters alone are read."""
+        files.load(self._origin().named_parameters(), path, optimizer)
         return self
 
     # -- description ------------------------------------------------------------------------

@@ -21,46 +21,41 @@ from .. import anomaly
 from ..devices import is_floating
 from ..errors import AxisError, DeviceMismatchError, OperandError, ShapeError, TapekitError
 from ..ids import label, next_id
-from ..tapes.base import MovedTape, Record, raise_spent
-from ..tapes.global_ import _active
+from ..tapes.base import MovedTape, Record
 from ..tapes.merge import merge_tapes, operand_tapes
 from ..tensor import Tensor
 
 
 def emit(name: str, out: Any, inputs: Sequence[Any], rules: Sequence[Callable], saved: tuple, device: Any) -> Tensor:
     """Wrap ``out`` in a tensor and, when an operand carries a tape (or a GlobalTape block is
-    active), record the op on the operands' merged tape: ``rules[i](g, *saved)`` is operand ``i``'s
-    gradient. Tapes change only once the record is made: an op that fails leaves none merged or moved."""
-    if type(out) is not np.ndarray and isinstance(out, np.generic):
+    active), make the op's record and put it on the operands' merged tape: ``rules[i](g, *saved)``
+    is operand ``i``'s gradient. Tapes change only once the record is made: an op that fails leaves
+    none merged or moved."""
+    if type(out) is not np.ndarray and isinstance(out, np.generic):  # numpy made a 0-d result a scalar
         out = np.asarray(out)
-    checking = anomaly.on
-    if checking:
+    if anomaly.on:
         anomaly.check_output(name, out, inputs, device)
     device.count(out)
-    tape = merging = None
-    for t in inputs:  # the common cases: one tape among the operands, or a GlobalTape block's own
-        held = getattr(t, "_tape", None)
-        if held is not None and held is not tape:
-            tape = held if tape is None else _SEVERAL
-    active = _active.get()
-    if active and (tape is None or tape is active[-1]):  # a GlobalTape is never spent: nothing to check
-        tape = active[-1]
-        rid = next_id()
-    elif tape is _SEVERAL or active:
-        tapes = operand_tapes(inputs, name)  # checked: none spent, one policy
-        if not tapes:
-            return Tensor(out, device)
-        rid = next_id()
-        tape = tapes[0]
-        merging = tapes if len(tapes) > 1 else None
-    elif tape is None:
+    tapes = operand_tapes(inputs, name)
+    if not tapes:  # no operand carries a tape: inference records nothing
         return Tensor(out, device)
-    else:
-        if tape._spent is not None:
-            raise_spent(tape)
-        rid = next_id()
+    rid = next_id()
     result = Tensor(out, device)
-    if len(inputs) == 1:  # one tensor or two, the common cases, inline
+    rec = result._record = _make_record(rid, name, inputs, rules, saved, result.id, out)
+    tape = result._tape = tapes[0] if len(tapes) == 1 else merge_tapes(tapes, f"#{rid} {name}")
+    tape._record(rec)
+    if tape.moves:
+        _spend_handles(inputs, rec)
+    return result
+
+
+def _make_record(rid: int, name: str, inputs: Sequence[Any], rules: Sequence[Callable], saved: tuple, out_id: int,
+                 out: Any) -> Record:
+    """The record of op ``rid``: its operands' ids and shapes, its output, its rules and what they
+    need, and the records that made its operands. One tensor or two, the common cases, are read
+    here: through ``_operands_of_many``, which also takes numbers and more operands, the forward of
+    a chain of small ops (the benchmarks' W1) takes twice as long."""
+    if len(inputs) == 1:
         (a,) = inputs
         ids, shapes, first, others = (a.id,), (a.data.shape,), a._record, None
     elif len(inputs) == 2 and type(inputs[0]) is Tensor and type(inputs[1]) is Tensor:
@@ -69,30 +64,27 @@ def emit(name: str, out: Any, inputs: Sequence[Any], rules: Sequence[Callable], 
         others = None if b._record is None else (b._record,)
     else:
         ids, shapes, first, others, rules = _operands_of_many(inputs, rules)
-    key = shapes, out.shape
-    rec = Record(rid, name, ids, _shapes.get(key) or shared_shapes(key), result.id, out.dtype, rules, saved, first,
-                 others)
-    if checking:
+    rec = Record(rid, name, ids, shared_shapes((shapes, out.shape)), out_id, out.dtype, rules, saved, first, others)
+    if anomaly.on:
         anomaly.remember(rec)
-    if merging is not None:
-        tape = merge_tapes(merging, f"#{rid} {name}")
-    result._tape = tape
-    tape._record(rec)
-    result._record = rec
-    if tape.moves:
-        for t in inputs:
-            if type(t) is Tensor and t._tape is not None:
-                t._tape = MovedTape(t.id, rec)
-    return result
+    return rec
 
 
-_SEVERAL = object()  # emit's mark for operands that carry more than one tape
+def _spend_handles(inputs: Sequence[Any], rec: Record) -> None:
+    """Under a policy that moves tapes (OwnedTape), op ``rec`` took its operands' tapes: their
+    handles can no longer record, and say so when used."""
+    for t in inputs:
+        if type(t) is Tensor and t._tape is not None:
+            t._tape = MovedTape(t.id, rec)
+
+
 _shapes: dict[tuple, tuple] = {}  # every (operand shapes, output shape) seen, kept once
 
 
 def shared_shapes(key: tuple) -> tuple:
     """``key``, (operand shapes, output shape), as the one copy that all records of those shapes
-    share: a long tape of same-shaped ops keeps no shape tuples of its own."""
+    share: a long tape of same-shaped ops keeps no shape tuples of its own (the benchmarks' W4 tape
+    of 100,000 records holds 365 bytes a record instead of 547)."""
     got = _shapes.get(key)
     if got is None:
         if len(_shapes) >= 4096:  # a program of ever-new shapes: start over rather than grow
@@ -175,11 +167,31 @@ def check_devices(tensors: Sequence[Tensor], op: str) -> None:
                                       f"{t.device!r}. Move one with t.to(device) first.")
 
 
-def scalar(value: Any, op: str) -> float | int:
-    """A Python number an op can take as a constant operand."""
+def scalar(value: Any, op: str, beside: Tensor) -> Any:
+    """A constant operand of an op whose other operand is ``beside``: a Python number, or on the
+    numpy device a numpy array (``host_constant``)."""
+    if isinstance(value, np.ndarray):
+        return host_constant(value, op, beside)
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise OperandError(f"{op}: unsupported operand of type {type(value).__name__}; use a tensor or a number")
     return value.item() if isinstance(value, np.generic) else value
+
+
+def host_constant(array: np.ndarray, op: str, beside: Tensor) -> np.ndarray:
+    """A numpy array as a constant operand, as a number is one: it gets no gradient, later writes to
+    ``array`` change nothing (this is a copy), and float values take ``beside``'s float dtype (the
+    device's default beside integers). Only the numpy device computes on numpy arrays: elsewhere
+    ``DeviceMismatchError`` says to make the array a tensor there."""
+    device = beside.device
+    if device.place != ("cpu",):  # the numpy device's place (xp may be tk.compile's stand-in for numpy)
+        raise DeviceMismatchError(f"{op}: a numpy array cannot meet {beside.label} on {device!r}, which does not "
+                                  f"compute with numpy. Make it a tensor there first: dev.tensor(array) (untraced, "
+                                  f"it gets no gradient).")
+    if array.dtype.kind not in "biuf":
+        raise OperandError(f"{op}: unsupported operand, a numpy array of dtype {array.dtype}; use numbers")
+    if array.dtype.kind != "f":
+        return array.copy()
+    return array.astype(beside.dtype if is_floating(beside.dtype) else device.dtype(None))
 
 
 def normalize_axes(axis: Any, ndim: int, op: str) -> tuple[int, ...] | None:
@@ -238,21 +250,7 @@ def binary(rule_x: Callable, rule_y: Callable) -> Callable[[Callable], Callable[
 
         @forward_of(fn)
         def op(a: Any, b: Any) -> Tensor:
-            if isinstance(a, Tensor):
-                device = a.device
-                x = a.data
-                if isinstance(b, Tensor):
-                    y = b.data
-                    if b.device is not device:
-                        check_devices((a, b), name)
-                else:
-                    y = scalar(b, name)
-            else:
-                if not isinstance(b, Tensor):
-                    raise OperandError(f"{name} needs at least one tensor operand, got two numbers; make one a "
-                                       f"tensor with dev.tensor(value)")
-                device = b.device
-                x, y = scalar(a, name), b.data
+            device, x, y = _two_operands(a, b, name)
             try:
                 out, saved = fn(device.xp, x, y)
             except ValueError:
@@ -269,6 +267,21 @@ def binary(rule_x: Callable, rule_y: Callable) -> Callable[[Callable], Callable[
         return op
 
     return decorate
+
+
+def _two_operands(a: Any, b: Any, name: str) -> tuple:
+    """The device of op ``name``'s operands and their arrays (a number stays a number), checked:
+    at least one tensor, both on one device."""
+    if isinstance(a, Tensor):
+        if isinstance(b, Tensor):
+            if b.device is not a.device:
+                check_devices((a, b), name)
+            return a.device, a.data, b.data
+        return a.device, a.data, scalar(b, name, a)
+    if not isinstance(b, Tensor):
+        raise OperandError(f"{name} needs at least one tensor operand, got two numbers; make one a "
+                           f"tensor with dev.tensor(value)")
+    return b.device, scalar(a, name, b), b.data
 
 
 def _as_pytorch_float(fn: Callable, device: Any, out: Any, saved: tuple, operands: tuple, *params: Any,

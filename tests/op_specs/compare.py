@@ -6,13 +6,13 @@ import operator
 
 import numpy as np
 
-from ..opfactory import OpSpec, binary_draw, unary_draw
+from ..opfactory import OpSpec, binary_draw, each_array, unary_draw
 
 
 def _with_ties(data):
     """Two broadcastable arrays of values on a grid of 0.5, so that equal values are common."""
     arrays, kwargs = binary_draw()(data)
-    return [np.round(a * 2) / 2 for a in arrays], kwargs
+    return each_array(arrays, lambda a: np.round(a * 2) / 2), kwargs
 
 
 SPECS: list[OpSpec] = [OpSpec(f"compare_{fn.__name__}", fn, fn, _with_ties, grad=False)
