@@ -2,6 +2,7 @@
 
 from .anomaly import detect_anomaly
 from .backward import backward
+from .callsite import hide_numpy_warnings_inside_tapekit as _hide_numpy_warnings
 from .check import GradCheck, check_grads
 from .devices import Cpu, Cuda, Device
 from .errors import (AxisError, BackwardError, DeviceMismatchError, DeviceUnavailableError, DTypeError,
@@ -20,6 +21,8 @@ from . import nn, optim
 from .compile import CompileError, compile  # noqa: A004  (tk.compile shadows the builtin only as tk.compile)
 
 __version__ = "0.1.0"
+
+_hide_numpy_warnings()
 
 
 def __getattr__(name: str):

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import linecache
 import re
+import warnings
 from types import FrameType
 
+# What numpy says of a float error (log(0), 0/0, exp(1000)), whatever the function.
+NUMPY_FLOAT_WARNING = r"(divide by zero|overflow|underflow|invalid value) encountered"
 _CELL_FILE = re.compile(r"ipykernel_\d+[/\\]\d+\.py$")  # the temporary file IPython runs a cell's code from
 
 
@@ -21,3 +24,12 @@ def place(frame: FrameType) -> str:
 def code_at(frame: FrameType) -> str:
     """The code on the frame's line, stripped (empty when its source cannot be found)."""
     return linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
+
+
+def hide_numpy_warnings_inside_tapekit() -> None:
+    """numpy warns of a float error at the line that called it, which for an op or a backward rule
+    is a line of tapekit's source: a learner would be sent to a file of tapekit's. Those warnings
+    are not shown (``tk.detect_anomaly`` names the learner's line that made a NaN or infinity, and
+    ``np.errstate(all="raise")`` still raises); numpy's warnings at the learner's own lines are
+    shown as ever."""
+    warnings.filterwarnings("ignore", NUMPY_FLOAT_WARNING, RuntimeWarning, r"tapekit\.")

@@ -10,7 +10,8 @@ import re
 README = pathlib.Path(__file__).resolve().parent.parent / "README.md"
 
 
-def test_quickstart_runs_as_written():
+def test_quickstart_runs_as_written(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # where the quickstart saves its picture
     text = README.read_text()
     code = re.search(r"## Quickstart\s+```python\n(.*?)```", text, re.S).group(1)
     assert len(code.strip().splitlines()) <= 10
@@ -20,6 +21,7 @@ def test_quickstart_runs_as_written():
     printed = out.getvalue()
     assert "mul(x (3,), y (3,))" in printed
     assert "[4. 5. 6.] [1. 2. 3.]" in printed
+    assert (tmp_path / "loss.svg").read_text().startswith("<?xml")
 
 
 def test_the_front_page_and_the_pages_it_links_to_link_to_files_that_exist():

@@ -89,7 +89,7 @@ def test_graphviz_pure_and_dot_draw_the_same_picture(monkeypatch):
     and about the same size."""
     source = p4_picture().source
     pure = render.svg(source)
-    dot = render.run(shutil.which("dot"), source)
+    dot = render.run(shutil.which("dot"), source).decode("utf-8")
     assert sorted(texts(pure)) == sorted(texts(dot))
     for a, b in zip(points(pure), points(dot)):
         assert 0.75 < a / b < 1.25, (points(pure), points(dot))

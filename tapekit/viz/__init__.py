@@ -3,13 +3,23 @@ across tapes at chosen moments (``snapshot``, ``plot_partition``) and what that 
 gradient (``gradient_split``, ``plot_gradient_split``). One legend everywhere: one
 colour per tape, leaves outlined, outputs bold, a missing gradient in red."""
 
-from .dag import dag, draw
+from .dag import DagPicture, dag, draw
 from .palette import TAPE_COLOURS, TapeColours
 from .partition import OutputShare, Snapshot, TapeShare, plot_partition, snapshot
-from .picture import Picture
+from .picture import Picture, save
 from .scene import Scene, capture
 from .split import GradientSplit, gradient_split, plot_gradient_split
 
-__all__ = ["dag", "draw", "snapshot", "plot_partition", "Snapshot", "TapeShare", "OutputShare",
+
+def __getattr__(name: str) -> type:
+    """``PartitionFigure``, the class of every plot, made on first use: it loads matplotlib."""
+    if name == "PartitionFigure":
+        from .partition import _figure_class
+        return _figure_class()
+    raise AttributeError(f"module 'tapekit.viz' has no attribute {name!r}")
+
+
+__all__ = ["dag", "draw", "save", "DagPicture", "PartitionFigure",
+           "snapshot", "plot_partition", "Snapshot", "TapeShare", "OutputShare",
            "gradient_split", "plot_gradient_split", "GradientSplit",
            "Picture", "Scene", "capture", "TapeColours", "TAPE_COLOURS"]

@@ -223,9 +223,18 @@ def _figure_class() -> type:
     backend never draws a second copy). Made on first use: matplotlib loads only for plots."""
     from matplotlib.figure import Figure
 
+    from .picture import save
+
     class PartitionFigure(Figure):
+        """A plot of tapekit (``plot_partition``, ``plot_gradient_split``): a matplotlib ``Figure``
+        that Jupyter shows as a PNG; ``fig.save("plot.svg")`` (or ``.png``) writes it to a file."""
+
         def _repr_png_(self) -> bytes:
             return png(self)
+
+        def save(self, path: Any) -> Any:
+            """Write the plot to an ``.svg`` or ``.png`` file (see `tapekit.viz.save`); the path written."""
+            return save(self, path)
 
     return PartitionFigure
 

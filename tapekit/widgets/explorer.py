@@ -3,7 +3,9 @@ and partition after each line, and run backward on one output to see which gradi
 
 from __future__ import annotations
 
+import os
 import warnings
+from pathlib import Path
 from typing import Any, Callable
 
 import ipywidgets as w
@@ -14,6 +16,7 @@ from ..errors import TapekitError
 from ..gradients import Gradients
 from ..ids import set_name
 from ..tensor import Tensor
+from ..viz.picture import save
 from .replay import Moment
 from .stepper import ReplayWidget
 from .views import View, code_html, figure_html, figure_of, pre, row, static_html, svg_img
@@ -101,6 +104,10 @@ class TapeExplorer(ReplayWidget):
     def _report(self, text: str) -> None:
         self.report_text = text
         self.report.value = pre(text)
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """The DAG and the partition plot shown now, side by side, into one ``.svg`` or ``.png`` file."""
+        return save([[self.dot, self.figure]], path)
 
 
 def _gradient_line(grads: Gradients, tid: int, tensor: str, output: str) -> str:

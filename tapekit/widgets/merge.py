@@ -4,12 +4,15 @@ side, with the partition of both moments in one plot."""
 from __future__ import annotations
 
 import html
+import os
+from pathlib import Path
 from typing import Any, Callable
 
 import ipywidgets as w
 
 from .replay import Moment
 from .stepper import ReplayWidget
+from ..viz.picture import save
 from .views import View, code_html, figure_html, figure_of, row, static_html, svg_img
 
 
@@ -74,6 +77,11 @@ class MergeViewer(ReplayWidget):
                     f'</div>')
         return static_html(f"{type(self).__name__}: policy {self.policy.value!r}, after step {self.step.value} of "
                            f"{self.step.max}", self.code.value, pictures, self.plot.value)
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """The two DAGs shown now side by side, the partition plot under them, into one ``.svg`` or
+        ``.png`` file."""
+        return save([[self.before_dot, self.after_dot], [self.figure]], path)
 
     def _note(self, step: int) -> str:
         merges = self.replay.merges

@@ -397,6 +397,12 @@ class BackwardPlayer:
         return (f"BackwardPlayer({getattr(self.program, '__name__', 'program')}, policy={self.policy.value!r}, "
                 f"step={self.step.value} of {self.step.max})")
 
+    def save(self, path: Any) -> Any:
+        """The DAG of the step shown now into an ``.svg`` or ``.png`` file (see `tapekit.viz.save`);
+        the path written."""
+        from ..viz.picture import save  # the player's one use of it
+        return save(self.dot, path)
+
 
 def _real_backward(outputs: list[Tensor], seeds: list[Any]) -> tuple[Gradients | None, list[str]]:
     """``tk.backward`` on the replay's outputs: its gradients (``None`` if it raised), and the lines
