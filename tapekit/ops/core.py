@@ -72,6 +72,8 @@ def emit(name: str, out: Any, inputs: Sequence[Any], rules: Sequence[Callable], 
     key = shapes, out.shape
     rec = Record(rid, name, ids, _shapes.get(key) or shared_shapes(key), result.id, out.dtype, rules, saved, first,
                  others)
+    if saved:
+        rec.links = saved_links(saved, inputs, out)
     if checking:
         anomaly.remember(rec)
     if merging is not None:
@@ -99,6 +101,40 @@ def shared_shapes(key: tuple) -> tuple:
             _shapes.clear()
         got = _shapes[key] = key
     return got
+
+
+def saved_links(saved: tuple, inputs: Sequence[Any], out: Any) -> tuple | None:
+    """Which of ``saved`` are an operand's own array or the output ``out`` (the same object), as
+    pairs flattened into one tuple: where in ``saved`` (an index, or (index, position) inside a
+    saved list), then the operand's position (-1 for the output). ``None`` when none is."""
+    found = ()
+    j = -1
+    for v in saved:
+        j += 1
+        if v is out:
+            found += (j, -1)
+            continue
+        k = -1
+        for t in inputs:
+            k += 1
+            if type(t) is Tensor and t.data is v:
+                found += (j, k)
+                break
+        else:
+            if type(v) is list:
+                found += _links_in_list(j, v, inputs, out)
+    return found or None
+
+
+def _links_in_list(j: int, values: list, inputs: Sequence[Any], out: Any) -> tuple:
+    """``saved_links`` of a list saved at ``j`` (einsum's operands)."""
+    found = ()
+    for m, v in enumerate(values):
+        for k, t in enumerate(inputs):
+            if type(t) is Tensor and t.data is v:
+                found += ((j, m), k)
+                break
+    return found
 
 
 def _operands_of_many(inputs: Sequence[Any], rules: Sequence[Callable]) -> tuple:
