@@ -6,7 +6,7 @@ from .check import GradCheck, check_grads
 from .devices import Cpu, Cuda, Device
 from .errors import (AxisError, BackwardError, DeviceMismatchError, DeviceUnavailableError, DTypeError,
                      GradientCheckError, IncompleteTapeWarning, IndexingError, InvalidArgumentError,
-                     MissingGradientError, ModelFileError, NonFiniteError, OperandError, ShapeError, TapeConsumedError, TapeError, TapekitError,
+                     MissingGradientError, ModelFileError, NonFiniteError, OperandError, SecondOrderError, ShapeError, TapeConsumedError, TapeError, TapekitError,
                      TapeMovedError, TapePolicyError, UnusedParamsError)
 from .gradients import Gradients
 from .inspect import explain, tapes
@@ -35,6 +35,6 @@ __all__ = [
     "Tape", "NoneTape", "OwnedTape", "ArcTape", "UnionTape", "GlobalTape",
     "TapekitError", "ShapeError", "AxisError", "IndexingError", "DeviceMismatchError", "DeviceUnavailableError",
     "DTypeError", "InvalidArgumentError", "OperandError", "TapeError", "TapeMovedError", "TapeConsumedError", "TapePolicyError",
-    "BackwardError", "NonFiniteError", "MissingGradientError", "UnusedParamsError", "ModelFileError", "GradientCheckError",
+    "BackwardError", "SecondOrderError", "NonFiniteError", "MissingGradientError", "UnusedParamsError", "ModelFileError", "GradientCheckError",
     "IncompleteTapeWarning",
 ] + _losses.__all__ + _ops.__all__

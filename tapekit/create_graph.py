@@ -33,6 +33,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+import numpy as np
+
 from .errors import NonFiniteError, SecondOrderError
 from .gradients import Gradients
 from .namespace import TensorNamespace
@@ -166,6 +168,8 @@ def _constant(value: Any, device: Any) -> Any:
 
 def _handle_of(tid: int, array: Any, parent: Record | None, device: Any, tape: Tape) -> Tensor:
     """A handle of the tensor ``tid`` (made by ``parent``) that carries ``tape``."""
+    if isinstance(array, np.generic):  # numpy's 0-d result, saved before emit made it an array
+        array = np.asarray(array)
     t = Tensor.__new__(Tensor)
     t.id, t.data, t.device, t._tape, t._record = tid, array, device, tape, parent
     return t

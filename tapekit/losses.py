@@ -53,24 +53,30 @@ def cross_entropy(logits: Tensor, target: Any, reduction: str = "mean", label_sm
     and ``-(1 - ε) log softmax(logits)`` for a probability target."""
     _check_reduction(reduction, "cross_entropy")
     eps = checked_number(label_smoothing, "cross_entropy: label_smoothing", lambda v: 0 <= v <= 1, "from 0 to 1")
-    operand, t = _target(logits, target)
+    operand, probs = _target(logits, target)
     xp, x = logits.device.xp, logits.data
-    if eps:
-        t = logits.device.count(t * (1 - eps) + eps / x.shape[-1])
+    t = logits.device.count(_smoothed(probs, eps)) if eps else probs
     logp = stable_log_softmax(xp, x, -1)
     per_example = -xp.sum(xp.where(t == 0, xp.zeros_like(logp), logp) * t, axis=-1)  # 0 log 0 = 0
     n = math.prod(x.shape[:-1]) if reduction == "mean" else 1
     out = per_example if reduction == "none" else xp.sum(per_example) / n
     rules = (_logits_grad, _target_grad if operand is target else None)  # a target made here is a constant
-    return emit("cross_entropy", out, (logits, operand), rules, (xp, logp, t, n, 1 - eps), logits.device)
+    return emit("cross_entropy", out, (logits, operand), rules, (xp, x, probs, n, eps), logits.device)
 
 
-def _logits_grad(g: Any, xp: Any, logp: Any, t: Any, n: int, kept: float) -> Any:
-    return (xp.exp(logp) * xp.sum(t, axis=-1, keepdims=True) - t) * _per_class(g, xp, n)
+def _smoothed(probs: Any, eps: float) -> Any:
+    """The target probabilities with label smoothing ``eps``: ``(1 - eps) probs + eps / C``."""
+    return probs * (1 - eps) + eps / probs.shape[-1]
 
 
-def _target_grad(g: Any, xp: Any, logp: Any, t: Any, n: int, kept: float) -> Any:
-    return -logp * (kept * _per_class(g, xp, n))
+def _logits_grad(g: Any, xp: Any, x: Any, probs: Any, n: int, eps: float) -> Any:
+    t = _smoothed(probs, eps) if eps else probs
+    softmax = xp.exp(stable_log_softmax(xp, x, -1))
+    return (softmax * xp.sum(t, axis=-1, keepdims=True) - t) * _per_class(g, xp, n)
+
+
+def _target_grad(g: Any, xp: Any, x: Any, probs: Any, n: int, eps: float) -> Any:
+    return -stable_log_softmax(xp, x, -1) * ((1 - eps) * _per_class(g, xp, n))
 
 
 def _per_class(g: Any, xp: Any, n: int) -> Any:

@@ -103,6 +103,14 @@ class TensorNamespace:
         return ops.sum(x, axis, keepdims)
 
     @staticmethod
+    def max(x: Tensor, axis: Any = None, keepdims: bool = False) -> Tensor:
+        return ops.max(x, axis, keepdims)
+
+    @staticmethod
+    def min(x: Tensor, axis: Any = None, keepdims: bool = False) -> Tensor:
+        return ops.min(x, axis, keepdims)
+
+    @staticmethod
     def mean(x: Tensor, axis: Any = None, keepdims: bool = False) -> Tensor:
         return ops.mean(x, axis, keepdims)
 

@@ -31,6 +31,7 @@ def emit(name: str, out: Any, inputs: Sequence[Any], rules: Sequence[Callable], 
     """Wrap ``out`` in a tensor and, when an operand carries a tape (or a GlobalTape block is
     active), record the op on the operands' merged tape: ``rules[i](g, *saved)`` is operand ``i``'s
     gradient. Tapes change only once the record is made: an op that fails leaves none merged or moved."""
+    made = out  # what the forward saved, when it saved its output
     if type(out) is not np.ndarray and isinstance(out, np.generic):
         out = np.asarray(out)
     checking = anomaly.on
@@ -73,7 +74,7 @@ def emit(name: str, out: Any, inputs: Sequence[Any], rules: Sequence[Callable], 
     rec = Record(rid, name, ids, _shapes.get(key) or shared_shapes(key), result.id, out.dtype, rules, saved, first,
                  others)
     if saved:
-        rec.links = saved_links(saved, inputs, out)
+        rec.links = saved_links(saved, inputs, made)
     if checking:
         anomaly.remember(rec)
     if merging is not None:

@@ -127,7 +127,8 @@ def _deviations(xp: Any, x: Any, axis: Any, correction: float, ddof: float | Non
     return axes, x - xp.mean(x, axis=axes, keepdims=True), n - c
 
 
-@unary(lambda g, xp, d, axes, keepdims, dof: _expand(g, xp, d.shape, axes, keepdims) * (2 / dof) * d)
+@unary(lambda g, xp, x, axes, keepdims, dof: _expand(g, xp, x.shape, axes, keepdims) * (2 / dof)
+       * (x - xp.mean(x, axis=axes, keepdims=True)))
 def var(xp, x, axis=None, keepdims: bool = False, *, correction: float = 0, ddof: float | None = None):
     """Variance over ``axis``: ``sum((x - mean)**2) / (n - correction)`` for ``n`` elements.
 
@@ -135,13 +136,14 @@ def var(xp, x, axis=None, keepdims: bool = False, *, correction: float = 0, ddof
     sample variance; ``ddof`` is numpy's name for it. Reducing over ``n <= correction`` elements
     raises ``InvalidArgumentError`` (numpy gives nan). The gradient is ``2 (x - mean) / (n - correction)``."""
     axes, d, dof = _deviations(xp, x, axis, correction, ddof, "var")
-    return xp.sum(d * d, axis=axes, keepdims=keepdims) / dof, (xp, d, axes, keepdims, dof)
+    return xp.sum(d * d, axis=axes, keepdims=keepdims) / dof, (xp, x, axes, keepdims, dof)
 
 
-def _std_grad(g, xp, d, s, axes, keepdims, dof):
+def _std_grad(g, xp, x, s, axes, keepdims, dof):
     """``(x - mean) / ((n - correction) std)``, and 0 where std is 0 (a kink, like ``abs`` at 0)."""
+    s = _expand(s, xp, x.shape, axes, keepdims)
     s = xp.where(s > 0, s, xp.ones_like(s))  # std is 0 only where every deviation is 0: the gradient is 0
-    return _expand(g, xp, d.shape, axes, keepdims) * d / (dof * s)
+    return _expand(g, xp, x.shape, axes, keepdims) * (x - xp.mean(x, axis=axes, keepdims=True)) / (dof * s)
 
 
 @unary(_std_grad)
@@ -151,20 +153,22 @@ def std(xp, x, axis=None, keepdims: bool = False, *, correction: float = 0, ddof
     The gradient is ``(x - mean) / ((n - correction) std)``; where std is 0 (all values equal, or
     one value), it is 0 rather than 0/0."""
     axes, d, dof = _deviations(xp, x, axis, correction, ddof, "std")
-    s = xp.sqrt(xp.sum(d * d, axis=axes, keepdims=True) / dof)
-    return _reduced(s, xp, x.shape, axes, keepdims), (xp, d, s, axes, keepdims, dof)
+    s = _reduced(xp.sqrt(xp.sum(d * d, axis=axes, keepdims=True) / dof), xp, x.shape, axes, keepdims)
+    return s, (xp, x, s, axes, keepdims, dof)
 
 
-@unary(lambda g, xp, shape, axes, keepdims, e, s: _expand(g, xp, shape, axes, keepdims) * (e / s))
+@unary(lambda g, xp, x, out, axes, keepdims: _expand(g, xp, x.shape, axes, keepdims)
+       * xp.exp(x - _expand(out, xp, x.shape, axes, keepdims)))
 def logsumexp(xp, x, axis=None, keepdims: bool = False):
     """``log(sum(exp(x)))`` over ``axis``, shifted by the maximum so it never overflows; all -inf gives
     -inf, an inf gives inf, and an empty axis -inf (as in PyTorch). The gradient is the output's
-    gradient times ``softmax(x)`` over ``axis``."""
+    gradient times ``softmax(x)`` over ``axis``, ``exp(x - logsumexp(x))``."""
     axes = normalize_axes(axis, x.ndim, "logsumexp")
     m = _shift(xp, x, axes)
     e = xp.exp(x - m)
     s = xp.sum(e, axis=axes, keepdims=True)
-    return _reduced(m + xp.log(s), xp, x.shape, axes, keepdims), (xp, x.shape, axes, keepdims, e, s)
+    out = _reduced(m + xp.log(s), xp, x.shape, axes, keepdims)
+    return out, (xp, x, out, axes, keepdims)
 
 
 @unary(lambda g, xp, y, ax: y * (g - xp.sum(g * y, axis=ax, keepdims=True)))
