@@ -15,6 +15,7 @@ from .ops import *  # noqa: F401,F403
 from . import losses as _losses, ops as _ops
 from .tapes import ArcTape, GlobalTape, NoneTape, OwnedTape, Tape, UnionTape
 from .tensor import Tensor
+from .transforms import grad, hessian, hvp, jacobian, vjp
 from . import nn, optim
 from .compile import CompileError, compile  # noqa: A004  (tk.compile shadows the builtin only as tk.compile)
 
@@ -31,7 +32,7 @@ def __getattr__(name: str):
 
 __all__ = [
     "Cpu", "Cuda", "Device", "Tensor", "Gradients", "backward", "detect_anomaly", "check_grads", "GradCheck", "explain", "tapes",
-    "nn", "optim", "compile", "CompileError",
+    "nn", "optim", "compile", "CompileError", "grad", "vjp", "jacobian", "hessian", "hvp",
     "Tape", "NoneTape", "OwnedTape", "ArcTape", "UnionTape", "GlobalTape",
     "TapekitError", "ShapeError", "AxisError", "IndexingError", "DeviceMismatchError", "DeviceUnavailableError",
     "DTypeError", "InvalidArgumentError", "OperandError", "TapeError", "TapeMovedError", "TapeConsumedError", "TapePolicyError",

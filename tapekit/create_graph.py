@@ -38,7 +38,7 @@ import numpy as np
 from .errors import NonFiniteError, SecondOrderError
 from .gradients import Gradients
 from .namespace import TensorNamespace
-from .ops.core import unbroadcast
+from .ops.core import emit, unbroadcast
 from .tapes.base import LOCK, Record, Tape
 from .tapes.global_ import _active
 from .tapes.merge import merge_tapes
@@ -87,7 +87,8 @@ def _run(records: list[Record], entries: dict[int, Any], outputs: Sequence[Tenso
             saved = _as_tensors(rec, scratch, swaps, device)
             for tid, shape, rule in zip(rec.inputs, rec.shapes, rec.rules):
                 if rule is not None:
-                    _add(found, tid, _shaped(rule(g, *saved), shape, swaps[id(device.xp)], device))
+                    gi = _whole(rule, g, rec, device) if hasattr(rule, "transpose") else rule(g, *saved)
+                    _add(found, tid, _shaped(gi, shape, swaps[id(device.xp)], device))
         rec = tid = None
         _finish(found, unreached, entries, scratch, device)
     except BaseException as err:
@@ -97,6 +98,12 @@ def _run(records: list[Record], entries: dict[int, Any], outputs: Sequence[Tenso
     finally:
         _active.reset(outside)
     return found
+
+
+def _whole(rule: Any, g: Tensor, rec: Record, device: Any) -> Tensor:
+    """A ``linear`` rule applied to ``g``, recorded as one op whose rule is its transpose."""
+    return emit(f"{rec.name}'s rule", rule(g.data, *rec.saved), (g,), (rule.transpose,), (*rec.saved, g.shape),
+                device)
 
 
 def _with_entry(g: Tensor | None, entry: Any, device: Any) -> Tensor | None:

@@ -171,6 +171,16 @@ def fills(rule: Callable) -> Callable:
     return rule
 
 
+def linear(transpose: Callable) -> Callable[[Callable], Callable]:
+    """Mark a rule that is linear in ``g`` and computes with the device itself (a scatter):
+    a recorded backward (``create_graph=True``) records it whole, as one op whose own rule is
+    ``transpose(gg, *saved, g_shape)``, the rule's transpose back to ``g``'s shape."""
+    def mark(rule: Callable) -> Callable:
+        rule.transpose = transpose
+        return rule
+    return mark
+
+
 def same(g: Any, *saved: Any) -> Any:
     """The rule of an operand that passes the gradient through unchanged."""
     return g
