@@ -8,6 +8,7 @@ from .errors import (AxisError, BackwardError, DeviceMismatchError, DeviceUnavai
                      GradientCheckError, IncompleteTapeWarning, IndexingError, InvalidArgumentError,
                      MissingGradientError, ModelFileError, NonFiniteError, OperandError, SecondOrderError, ShapeError, TapeConsumedError, TapeError, TapekitError,
                      TapeMovedError, TapePolicyError, UnusedParamsError)
+from .forward import jacfwd, jvp
 from .gradients import Gradients
 from .inspect import explain, tapes
 from .losses import *  # noqa: F401,F403  (each module's __all__ names its public functions)
@@ -31,7 +32,7 @@ def __getattr__(name: str):
 
 
 __all__ = [
-    "Cpu", "Cuda", "Device", "Tensor", "Gradients", "backward", "detect_anomaly", "check_grads", "GradCheck", "explain", "tapes",
+    "Cpu", "Cuda", "Device", "Tensor", "Gradients", "backward", "jvp", "jacfwd", "detect_anomaly", "check_grads", "GradCheck", "explain", "tapes",
     "nn", "optim", "compile", "CompileError", "grad", "vjp", "jacobian", "hessian", "hvp",
     "Tape", "NoneTape", "OwnedTape", "ArcTape", "UnionTape", "GlobalTape",
     "TapekitError", "ShapeError", "AxisError", "IndexingError", "DeviceMismatchError", "DeviceUnavailableError",

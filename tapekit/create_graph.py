@@ -101,9 +101,10 @@ def _run(records: list[Record], entries: dict[int, Any], outputs: Sequence[Tenso
 
 
 def _whole(rule: Any, g: Tensor, rec: Record, device: Any) -> Tensor:
-    """A ``linear`` rule applied to ``g``, recorded as one op whose rule is its transpose."""
+    """A ``linear`` rule applied to ``g``, recorded as one op whose rule is its transpose (and
+    whose forward rule, as it is linear, is itself applied to the tangent)."""
     return emit(f"{rec.name}'s rule", rule(g.data, *rec.saved), (g,), (rule.transpose,), (*rec.saved, g.shape),
-                device)
+                device, lambda tangents, *_: rule(tangents[0], *rec.saved))
 
 
 def _with_entry(g: Tensor | None, entry: Any, device: Any) -> Tensor | None:

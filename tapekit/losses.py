@@ -17,7 +17,7 @@ import numpy as np
 from .errors import DTypeError, IndexingError, InvalidArgumentError, ShapeError, checked_number
 from .devices import dtype_name, is_floating, is_integer
 from .ops import where
-from .ops.core import emit
+from .ops.core import ELEMENTWISE, emit
 from .ops.elementwise import stable_sigmoid
 from .ops.reduce import stable_log_softmax
 from .ops.shape import device_array, value_range
@@ -31,7 +31,8 @@ REDUCTIONS = ("mean", "sum", "none")
 def mse_loss(pred: Tensor, target: Any, reduction: str = "mean") -> Tensor:
     """Squared error ``(pred - target)²``, averaged, summed, or one per element (``"none"``);
     ``target`` has ``pred``'s shape. Gradient: ``2 (pred - target)`` for ``pred`` and its negative
-    for a traced ``target``, divided by the number of elements for ``"mean"``."""
+    for a traced ``target``, divided by the number of elements for ``"mean"``. Built from ops, so
+    its forward rule (JVP) is theirs: ``2 (pred - target) (t_pred - t_target)``, reduced alike."""
     _check_reduction(reduction, "mse_loss")
     target = _like(target, pred, "mse_loss", "target")
     diff = pred - target
@@ -50,7 +51,8 @@ def cross_entropy(logits: Tensor, target: Any, reduction: str = "mean", label_sm
 
     Gradient, per unit of an example's loss (divided by the number of examples for ``"mean"``):
     ``softmax(logits) * sum(t) - t`` for the logits, which is ``softmax - t`` when ``t`` sums to 1,
-    and ``-(1 - ε) log softmax(logits)`` for a probability target."""
+    and ``-(1 - ε) log softmax(logits)`` for a probability target. Forward rule (JVP): each
+    example's sum over the classes of the tangents times those gradients, reduced as the loss is."""
     _check_reduction(reduction, "cross_entropy")
     eps = checked_number(label_smoothing, "cross_entropy: label_smoothing", lambda v: 0 <= v <= 1, "from 0 to 1")
     operand, probs = _target(logits, target)
@@ -61,22 +63,40 @@ def cross_entropy(logits: Tensor, target: Any, reduction: str = "mean", label_sm
     n = math.prod(x.shape[:-1]) if reduction == "mean" else 1
     out = per_example if reduction == "none" else xp.sum(per_example) / n
     rules = (_logits_grad, _target_grad if operand is target else None)  # a target made here is a constant
-    return emit("cross_entropy", out, (logits, operand), rules, (xp, x, probs, n, eps), logits.device)
+    saved = (xp, x, probs, n, eps, reduction != "none")
+    return emit("cross_entropy", out, (logits, operand), rules, saved, logits.device, _cross_entropy_jvp)
 
 
 def _smoothed(probs: Any, eps: float) -> Any:
     """The target probabilities with label smoothing ``eps``: ``(1 - eps) probs + eps / C``."""
-    return probs * (1 - eps) + eps / probs.shape[-1]
+    return probs * (1 - eps) + eps / probs.shape[-1] if eps else probs
 
 
-def _logits_grad(g: Any, xp: Any, x: Any, probs: Any, n: int, eps: float) -> Any:
-    t = _smoothed(probs, eps) if eps else probs
-    softmax = xp.exp(stable_log_softmax(xp, x, -1))
-    return (softmax * xp.sum(t, axis=-1, keepdims=True) - t) * _per_class(g, xp, n)
+def _logits_slope(xp: Any, x: Any, probs: Any, eps: float) -> Any:
+    """How an example's loss moves with each logit: ``softmax(logits) * sum(t) - t``."""
+    t = _smoothed(probs, eps)
+    return xp.exp(stable_log_softmax(xp, x, -1)) * xp.sum(t, axis=-1, keepdims=True) - t
 
 
-def _target_grad(g: Any, xp: Any, x: Any, probs: Any, n: int, eps: float) -> Any:
+def _logits_grad(g: Any, xp: Any, x: Any, probs: Any, n: int, eps: float, reduced: bool) -> Any:
+    return _logits_slope(xp, x, probs, eps) * _per_class(g, xp, n)
+
+
+def _target_grad(g: Any, xp: Any, x: Any, probs: Any, n: int, eps: float, reduced: bool) -> Any:
     return -stable_log_softmax(xp, x, -1) * ((1 - eps) * _per_class(g, xp, n))
+
+
+def _cross_entropy_jvp(tangents: tuple, xp: Any, x: Any, probs: Any, n: int, eps: float, reduced: bool) -> Any:
+    """Each example's sum over the classes of the tangents times the slopes of its loss (the
+    gradients' factors), reduced as the loss is."""
+    t_logits, t_target = tangents
+    moved = 0.0
+    if t_logits is not None:
+        moved = moved + _logits_slope(xp, x, probs, eps) * t_logits
+    if t_target is not None:
+        moved = moved - (1 - eps) * stable_log_softmax(xp, x, -1) * t_target
+    per_example = xp.sum(moved, axis=-1)
+    return xp.sum(per_example) / n if reduced else per_example
 
 
 def _per_class(g: Any, xp: Any, n: int) -> Any:
@@ -90,7 +110,8 @@ def nll_loss(log_probs: Tensor, target: Any, reduction: str = "mean") -> Tensor:
     of the other axes' shape, and ``nll_loss(log_softmax(x), target)`` is ``cross_entropy(x, target)``.
     Built from ops as ``-sum(where(onehot(target), log_probs, 0))``, so the gradient is ``-onehot(target)``
     per unit of an example's loss (divided by the number of examples for ``"mean"``), and a class the
-    label does not pick adds nothing, even a log-probability of -inf."""
+    label does not pick adds nothing, even a log-probability of -inf. Forward rule (JVP), through
+    those ops: minus the tangent of the labelled class's log-probability, reduced alike."""
     _check_reduction(reduction, "nll_loss")
     _check_first(log_probs, "nll_loss", "log-probabilities")
     labels = device_array(target, log_probs.device, "nll_loss: the target")
@@ -106,13 +127,15 @@ def binary_cross_entropy_with_logits(logits: Tensor, targets: Any, reduction: st
     """``-(t log σ(x) + (1 - t) log(1 - σ(x)))`` from logits ``x``, computed as ``log(1 + eᵡ) - t x``
     with ``log(1 + eᵡ) = logaddexp(0, x)``: no overflow, and the gradient is ``σ(x) - t`` everywhere,
     at infinite logits too (``-x`` for traced targets), per element; averaged, summed, or one per
-    element (``"none"``). ``targets`` (probabilities in [0, 1]) have the logits' shape."""
+    element (``"none"``). ``targets`` (probabilities in [0, 1]) have the logits' shape. Forward rule
+    (JVP): the tangents times those gradients, elementwise, reduced as the loss is."""
     _check_reduction(reduction, "binary_cross_entropy_with_logits")
     operand = _like(targets, logits, "binary_cross_entropy_with_logits", "targets")
     xp, x, t = logits.device.xp, logits.data, operand.data
     per_element = xp.logaddexp(0.0, x) - t * x
     rules = (_bce_logits_grad, _bce_targets_grad if operand is targets else None)  # a target made here is a constant
-    losses = emit("binary_cross_entropy_with_logits", per_element, (logits, operand), rules, (xp, x, t), logits.device)
+    losses = emit("binary_cross_entropy_with_logits", per_element, (logits, operand), rules, (xp, x, t), logits.device,
+                  ELEMENTWISE)
     return _reduce(losses, reduction)
 
 

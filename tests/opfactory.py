@@ -10,7 +10,11 @@ from the spec's ``draw``; the factory then checks
   domain), the gradient the op's docstring promises;
 - the second derivative (``check_second``): the gradient of ``sum(grad * v)``, the backward
   recorded with ``create_graph=True``, against central differences of the gradient, at a random
-  ``v``; an op whose rule has no recorded form (``second=False``) says so with ``SecondOrderError``.
+  ``v``; an op whose rule has no recorded form (``second=False``) says so with ``SecondOrderError``;
+- the forward rule (``check_jvp``): ``tk.jvp``'s tangent against float64 central differences along
+  a random direction, and against the backward (the dot-product test ``<u, J v> = <Jᵀ u, v>`` at
+  random ``u``, ``v``); an op without gradient gives no tangent (an error, or zero); at each
+  documented edge, the tangents along the basis directions sum to the documented gradient.
 
 Specs live in ``tests/op_specs/``, one module per family of ops; ``test_op_factory.py`` runs them all.
 """
@@ -141,25 +145,30 @@ def reference_of(spec: OpSpec, drawn: list[Any], kwargs: dict, dtype: str = "flo
     return np.asarray(spec.reference(*operands(drawn, dtype, lambda a, d: a.astype(d)), **kwargs))
 
 
+def of_tensors(spec: OpSpec, given: list[Any], kwargs: dict) -> tuple[Callable[..., tk.Tensor], list[tk.Tensor]]:
+    """The op as a function of its tensor operands alone (a drawn number stays fixed), and those operands."""
+    at = [i for i, t in enumerate(given) if isinstance(t, tk.Tensor)]
+
+    def f(*ts: tk.Tensor) -> tk.Tensor:
+        args = list(given)
+        for i, t in zip(at, ts):
+            args[i] = t
+        return spec.fn(*args, **kwargs)
+
+    return f, [given[i] for i in at]
+
+
 def check_spec(spec: OpSpec, dev: tk.Device, arrays: list[Any], kwargs: dict) -> None:
     given = tensors_of(dev, arrays)
     got = spec.fn(*given, **kwargs)
     want = reference_of(spec, arrays, kwargs)
     assert got.shape == want.shape, f"{spec.name}: shape {got.shape}, numpy gives {want.shape}"
     np.testing.assert_allclose(host(got), want, rtol=spec.rtol, atol=1e-12, err_msg=spec.name)
-    tensors = [i for i, t in enumerate(given) if isinstance(t, tk.Tensor)]
-
-    def with_tensors(*ts: tk.Tensor) -> list[Any]:
-        args = list(given)
-        for i, t in zip(tensors, ts):
-            args[i] = t
-        return args
-
+    f, primals = of_tensors(spec, given, kwargs)
     if spec.grad:
-        tk.check_grads(lambda *ts: spec.fn(*with_tensors(*ts), **kwargs), *[given[i] for i in tensors])
+        tk.check_grads(f, *primals)
     else:
-        traced = with_tensors(*[given[i].trace() for i in tensors])
-        assert spec.fn(*traced, **kwargs).tape is None, f"{spec.name} has no gradient: its output carries no tape"
+        assert f(*[p.trace() for p in primals]).tape is None, f"{spec.name} has no gradient: its output carries no tape"
     for dtype in spec.dtypes:
         out = spec.fn(*tensors_of(dev, arrays, dtype), **kwargs)
         ref = reference_of(spec, arrays, kwargs, dtype)
@@ -220,3 +229,57 @@ def check_second(spec: OpSpec, dev: tk.Device, arrays: list[Any], kwargs: dict) 
         assert isinstance(info.value.__cause__, tk.SecondOrderError), f"{spec.name}: {info.value}"
         return
     tk.check_grads(f, *[given[i] for i in tensors], atol=1e-5, rtol=1e-4)
+
+
+def check_jvp(spec: OpSpec, dev: tk.Device, arrays: list[Any], kwargs: dict, eps: float = 1e-6) -> None:
+    """The forward rule at drawn inputs: against central differences along a random direction ``v``,
+    and against the backward at a random ``u`` (``<u, J v> = <Jᵀ u, v>``, both exact, so to rounding)."""
+    f, primals = of_tensors(spec, tensors_of(dev, arrays), kwargs)
+    rng = np.random.default_rng(len(arrays))
+    directions = [rng.standard_normal(p.shape) for p in primals]
+    if not spec.grad:
+        try:
+            _, tangent = tk.jvp(f, primals, directions)
+        except tk.DTypeError as err:
+            assert "no tangent" in str(err), f"{spec.name}: {err}"
+            return
+        assert not np.any(host(tangent)), f"{spec.name} has no gradient, so its tangent is zero"
+        return
+    out, tangent = tk.jvp(f, primals, directions)
+    np.testing.assert_allclose(host(out), host(f(*primals)), rtol=0, atol=0, err_msg=f"{spec.name}: jvp's output")
+
+    def moved(step: float) -> np.ndarray:
+        return host(f(*[dev.tensor(host(p) + step * v, dtype="float64") for p, v in zip(primals, directions)]))
+
+    numeric = (moved(eps) - moved(-eps)) / (2 * eps)
+    np.testing.assert_allclose(host(tangent), numeric, rtol=1e-5, atol=1e-6, err_msg=f"{spec.name}: J v")
+    u = rng.standard_normal(out.shape)
+    tape = tk.UnionTape()
+    grads = tk.backward([f(*[p.trace(tape) for p in primals])], [dev.tensor(u, dtype="float64")])
+    forward = float(np.sum(u * host(tangent)))
+    reverse = sum(float(np.sum(host(grads[p]) * v)) for p, v in zip(primals, directions) if grads.get(p) is not None)
+    scale = float(np.sum(np.abs(u * host(tangent)))) + 1e-12
+    assert abs(forward - reverse) <= 1e-10 * scale, f"{spec.name}: <u, J v> = {forward}, <J^T u, v> = {reverse}"
+
+
+def finite(edge: Edge) -> bool:
+    """Whether every gradient ``edge`` documents is finite."""
+    return all(want is None or bool(np.all(np.isfinite(want))) for want in edge.grads)
+
+
+def check_edge_jvp(spec: OpSpec, dev: tk.Device, edge: Edge) -> None:
+    """At a documented edge, the forward rule agrees with the documented gradient: the output's
+    tangents along each basis direction of each input, summed, are that element's gradient. Where a
+    documented gradient is infinite or nan, forward mode multiplies the zero tangent of the other
+    directions by it (nan, as in JAX): such an edge is the backward's alone (``finite``)."""
+    assert finite(edge), f"{spec.name}: an edge with an infinite or nan gradient is checked by backward only"
+    tensors = [dev.tensor(a, dtype="float64") for a in edge.inputs]
+    for i, (t, want) in enumerate(zip(tensors, edge.grads)):
+        got = np.zeros(t.shape)
+        for index in np.ndindex(*t.shape):
+            directions = [np.zeros(u.shape) for u in tensors]
+            directions[i][index] = 1.0
+            _, tangent = tk.jvp(lambda *ts: spec.fn(*ts, **edge.kwargs), tensors, directions)
+            got[index] = np.sum(host(tangent))
+        np.testing.assert_allclose(got, 0.0 if want is None else want, rtol=1e-6, atol=1e-12,
+                                   err_msg=f"{spec.name}'s tangent at {edge.inputs}: {edge.why}")

@@ -1,6 +1,6 @@
 """Every op through one factory (tests/opfactory.py): forward against numpy, gradient against
-float64 central differences, over drawn shapes, axes, keys and values, on every device; and each
-documented edge value."""
+float64 central differences, the forward rule (JVP) against both, over drawn shapes, axes, keys and
+values, on every device; and each documented edge value, by backward and by forward mode."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import tapekit as tk
 
 from .conftest import DEVICE_KINDS, make_device
 from .op_specs import SPECS
-from .opfactory import check_edge, check_second, check_spec
+from .opfactory import check_edge, check_edge_jvp, check_jvp, check_second, check_spec, finite
 
 CASES = [(kind, name) for name, spec in sorted(SPECS.items()) for kind in DEVICE_KINDS
          if spec.strict or kind != "strict"]
@@ -49,6 +49,20 @@ def test_second_derivative(kind, name):
     run()
 
 
+@pytest.mark.parametrize("kind,name", CASES)
+def test_op_jvp(kind, name):
+    spec = SPECS[name]
+    dev = make_device(kind)
+
+    @settings(max_examples=spec.examples, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(data=st.data())
+    def run(data):
+        arrays, kwargs = spec.draw(data)
+        check_jvp(spec, dev, arrays, kwargs)
+
+    run()
+
+
 EDGES = [(kind, name, i) for name, spec in sorted(SPECS.items()) for i in range(len(spec.edges))
          for kind in DEVICE_KINDS if spec.strict or kind != "strict"]
 
@@ -57,6 +71,12 @@ EDGES = [(kind, name, i) for name, spec in sorted(SPECS.items()) for i in range(
 def test_documented_edge(kind, name, i):
     spec = SPECS[name]
     check_edge(spec, make_device(kind), spec.edges[i])
+
+
+@pytest.mark.parametrize("kind,name,i", [(kind, name, i) for kind, name, i in EDGES if finite(SPECS[name].edges[i])])
+def test_documented_edge_by_forward_mode(kind, name, i):
+    spec = SPECS[name]
+    check_edge_jvp(spec, make_device(kind), spec.edges[i])
 
 
 ALIASES = {"arcsin": "asin", "arccos": "acos", "arctan": "atan"}
@@ -68,4 +88,6 @@ def test_every_public_op_is_in_the_factory_and_says_what_its_gradient_is(name):
         assert getattr(tk, name) is getattr(tk, ALIASES[name])
         return
     assert name in SPECS or any(spec.startswith(name + "_") for spec in SPECS), f"tk.{name} has no OpSpec"
-    assert "gradient" in (getattr(tk, name).__doc__ or "").lower(), f"help(tk.{name}) does not give its gradient"
+    doc = (getattr(tk, name).__doc__ or "").lower()
+    assert "gradient" in doc, f"help(tk.{name}) does not give its gradient"
+    assert "forward rule" in doc or "no tangent" in doc, f"help(tk.{name}) does not give its forward rule (JVP)"

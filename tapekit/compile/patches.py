@@ -146,8 +146,8 @@ class Patches:
 
 
 def _recording_emit(real: Callable, rec: Recorder) -> Callable:
-    def emit(name: str, out: Any, inputs: Any, rules: Any, saved: tuple, device: Any) -> Tensor:
-        result = real(name, out, inputs, rules, saved, device)
+    def emit(name: str, out: Any, inputs: Any, rules: Any, saved: tuple, device: Any, jvp: Any = None) -> Tensor:
+        result = real(name, out, inputs, rules, saved, device, jvp)
         if not rec.mine():
             return result
         r = result._record

@@ -120,6 +120,11 @@ def _zeros(g: Any, device: Any, shape: tuple[int, ...], dtype: Any) -> Any:
     return device.xp.zeros(shape, dtype=dtype, **device._placement())
 
 
+def _value_tangent(tangents: tuple, *saved: Any) -> Any:
+    """``Constant``'s forward rule: its value's tangent (None, zero, when only the input has one)."""
+    return tangents[0]
+
+
 class Constant(Module):
     """A learned constant: the output is the parameter ``value`` (zeros of ``shape`` at first),
     whatever the input holds.
@@ -136,7 +141,7 @@ class Constant(Module):
         # one op whose operands are the parameter and the input: its output takes their merged tape
         # like any op's, and the input's gradient is zero since its values are ignored
         return emit("broadcast_to", xp.broadcast_to(value.data, value.shape), (value, x),
-                    (same, _zeros), (value.device, x.shape, x.dtype), value.device)
+                    (same, _zeros), (value.device, x.shape, x.dtype), value.device, _value_tangent)
 
     def extra_repr(self) -> str:
         return f"shape={self.value.shape}"

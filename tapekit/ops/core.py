@@ -6,6 +6,22 @@ output's gradient ``g`` to its operand's. The decorators here turn such a functi
 tensors: they check operands, compute, and hand the result to ``emit``, which records it on the
 merged tape of the operands. Rules are plain functions made once, not closures made at every
 call, so a record costs one object beside the arrays it saves.
+
+Beside its backward rules (``Jᵀ g``) each op has one forward rule, its JVP (``J t``), which
+``tk.jvp`` runs on the operands' tangents (tapekit/forward.py); ``emit`` takes it as ``jvp``:
+
+- ``ELEMENTWISE``: the op acts elementwise on its operands broadcast to the output's shape, so its
+  Jacobian is diagonal after the broadcast: each backward rule applied to its operand's tangent,
+  broadcast to the output's shape, is that operand's share of the output's tangent. Every op of
+  two operands (``binary``) is one; no second copy of the maths.
+- ``LINEAR`` (``unary`` only): the op is linear in its operand, so its JVP is the forward itself
+  applied to the tangent (reshape, sum, flip...).
+- a function ``jvp(tangents, *saved)``: ``tangents`` holds one tangent per operand, ``None`` for
+  an operand without one (a number, a constant), never all ``None``; ``saved`` is what the rules
+  get. It returns the output's tangent (``None``: zero). ``unary`` takes ``jvp(t, *saved)``.
+- ``None``: the op has no forward rule; ``tk.jvp`` through it raises.
+
+Every forward rule uses only the array API of the namespace it is given, as the backward rules do.
 """
 
 from __future__ import annotations
@@ -17,8 +33,9 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .. import anomaly
+from .. import anomaly, forward
 from ..devices import is_floating
+from ..forward import ELEMENTWISE, LINEAR
 from ..errors import AxisError, DeviceMismatchError, OperandError, ShapeError, TapekitError
 from ..ids import label, next_id
 from ..tapes.base import MovedTape, Record, raise_spent
@@ -27,10 +44,12 @@ from ..tapes.merge import merge_tapes, operand_tapes
 from ..tensor import Tensor
 
 
-def emit(name: str, out: Any, inputs: Sequence[Any], rules: Sequence[Callable], saved: tuple, device: Any) -> Tensor:
+def emit(name: str, out: Any, inputs: Sequence[Any], rules: Sequence[Callable], saved: tuple, device: Any,
+         jvp: Any = None) -> Tensor:
     """Wrap ``out`` in a tensor and, when an operand carries a tape (or a GlobalTape block is
     active), record the op on the operands' merged tape: ``rules[i](g, *saved)`` is operand ``i``'s
-    gradient. Tapes change only once the record is made: an op that fails leaves none merged or moved."""
+    gradient. Tapes change only once the record is made: an op that fails leaves none merged or moved.
+    Inside ``tk.jvp``, the output also gets its tangent from the forward rule ``jvp`` (``forward.carry``)."""
     made = out  # what the forward saved, when it saved its output
     if type(out) is not np.ndarray and isinstance(out, np.generic):
         out = np.asarray(out)
@@ -50,12 +69,14 @@ def emit(name: str, out: Any, inputs: Sequence[Any], rules: Sequence[Callable], 
     elif tape is _SEVERAL or active:
         tapes = operand_tapes(inputs, name)  # checked: none spent, one policy
         if not tapes:
-            return Tensor(out, device)
+            result = Tensor(out, device)
+            return forward.carry(result, name, inputs, rules, saved, jvp) if forward.on else result
         rid = next_id()
         tape = tapes[0]
         merging = tapes if len(tapes) > 1 else None
     elif tape is None:
-        return Tensor(out, device)
+        result = Tensor(out, device)
+        return forward.carry(result, name, inputs, rules, saved, jvp) if forward.on else result
     else:
         if tape._spent is not None:
             raise_spent(tape)
@@ -86,7 +107,7 @@ def emit(name: str, out: Any, inputs: Sequence[Any], rules: Sequence[Callable], 
         for t in inputs:
             if type(t) is Tensor and t._tape is not None:
                 t._tape = MovedTape(t.id, rec)
-    return result
+    return forward.carry(result, name, inputs, rules, saved, jvp) if forward.on else result
 
 
 _SEVERAL = object()  # emit's mark for operands that carry more than one tape
@@ -277,7 +298,7 @@ def refused_integers(err: TypeError, device: Any, operands: Sequence[Any]) -> tu
 def binary(rule_x: Callable, rule_y: Callable) -> Callable[[Callable], Callable[[Any, Any], Tensor]]:
     """An op of two operands from ``fn(xp, x, y) -> (out, saved)`` and the rules of ``x`` and
     ``y``, each ``rule(g, *saved)``. Either operand may be a Python number; shapes broadcast as in
-    numpy."""
+    numpy. The op is elementwise, so its forward rule is ``ELEMENTWISE``: its backward rules serve."""
     rules = (rule_x, rule_y)
 
     def decorate(fn: Callable) -> Callable[[Any, Any], Tensor]:
@@ -311,9 +332,9 @@ def binary(rule_x: Callable, rule_y: Callable) -> Callable[[Callable], Callable[
             else:
                 if out.dtype is not getattr(x, "dtype", None) and out.dtype is not getattr(y, "dtype", None):
                     out, saved = _as_pytorch_float(fn, device, out, saved, (x, y))
-            return emit(name, out, (a, b), rules, saved, device)
+            return emit(name, out, (a, b), rules, saved, device, ELEMENTWISE)
 
-        return op
+        return _with_forward_rule(op, "each operand's tangent, broadcast to the output, times its gradient, summed")
 
     return decorate
 
@@ -340,9 +361,12 @@ def forward_of(fn: Callable) -> Callable[[Callable], Callable]:
     return wrap
 
 
-def unary(rule: Callable) -> Callable[[Callable], Callable[..., Tensor]]:
-    """An op of one tensor from ``fn(xp, x, *params) -> (out, saved)`` and its rule ``rule(g, *saved)``."""
+def unary(rule: Callable, jvp: Any = None) -> Callable[[Callable], Callable[..., Tensor]]:
+    """An op of one tensor from ``fn(xp, x, *params) -> (out, saved)``, its backward rule
+    ``rule(g, *saved)`` and its forward rule ``jvp``: ``ELEMENTWISE``, ``LINEAR``, or ``jvp(t, *saved)``."""
     rules = (rule,)
+    if callable(jvp):
+        jvp = _of_one(jvp)
 
     def decorate(fn: Callable) -> Callable[..., Tensor]:
         name = fn.__name__
@@ -354,8 +378,30 @@ def unary(rule: Callable) -> Callable[[Callable], Callable[..., Tensor]]:
                 out, saved = fn(a.device.xp, *refused_integers(err, a.device, (a.data,)), *params, **kw)
             if out.dtype is not a.data.dtype:
                 out, saved = _as_pytorch_float(fn, a.device, out, saved, (a.data,), *params, **kw)
-            return emit(name, out, (a,), rules, saved, a.device)
+            tangent_rule = _applied(fn, a.device.xp, params, kw) if jvp is LINEAR and forward.on else jvp
+            return emit(name, out, (a,), rules, saved, a.device, tangent_rule)
 
-        return forward_of(fn)(op)
+        return _with_forward_rule(forward_of(fn)(op), _SAID.get(jvp) if isinstance(jvp, str) else None)
 
     return decorate
+
+
+def _of_one(jvp: Callable) -> Callable:
+    """A one-operand forward rule ``jvp(t, *saved)`` as ``emit`` calls it, with a tuple of tangents."""
+    return lambda tangents, *saved: jvp(tangents[0], *saved)
+
+
+def _applied(fn: Callable, xp: Any, params: tuple, kw: dict) -> Callable:
+    """The forward rule of a linear op ``fn`` called with ``params``: ``fn`` applied to the tangent."""
+    return lambda tangents, *saved: fn(xp, tangents[0], *params, **kw)[0]
+
+
+_SAID = {ELEMENTWISE: "the tangent times the gradient, elementwise", LINEAR: "the op applied to the tangent (it is linear)"}
+
+
+def _with_forward_rule(op: Callable, said: str | None) -> Callable:
+    """``op`` with its docstring ending in what its forward rule is, where it is one of the shared
+    kinds (``said``); an op with a forward rule of its own says it in its own words."""
+    if said is not None:
+        op.__doc__ = f"{op.__doc__.rstrip()}\n\n    Forward rule (JVP): {said}."
+    return op

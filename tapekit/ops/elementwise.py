@@ -1,7 +1,8 @@
 """Elementwise functions of one tensor; each rule sits beside its forward.
 
 Where a function has a kink or a step, its gradient there is one side's (PyTorch's choice); each
-docstring says which.
+docstring says which. Each function's Jacobian is diagonal, its own transpose, so its backward rule
+applied to a tangent is its forward rule (JVP) too (``ELEMENTWISE``): the tangent times the gradient.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import numbers
 
 from ..devices import is_integer
 from ..errors import DTypeError, InvalidArgumentError
-from .core import unary, where_false, where_true, zero
+from .core import ELEMENTWISE, unary, where_false, where_true, zero
 
 __all__ = ["neg", "power", "square", "abs", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt",
            "sin", "cos", "tan", "asin", "acos", "atan", "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh",
@@ -19,7 +20,7 @@ __all__ = ["neg", "power", "square", "abs", "exp", "exp2", "expm1", "log", "log2
            "clip"]
 
 
-@unary(lambda g: -g)
+@unary(lambda g: -g, ELEMENTWISE)
 def neg(xp, x):
     """``-x``; gradient -1."""
     return -x, ()
@@ -45,7 +46,7 @@ def refuse_negative_integer_power(xp, x, p) -> None:
                          "as in (t * 1.0) ** -2, or make the tensor with dtype='float32'")
 
 
-@unary(d_power)
+@unary(d_power, ELEMENTWISE)
 def power(xp, x, p: float):
     """``x ** p`` for a number ``p``. Gradient ``p * x ** (p - 1)``; 0 for ``p == 0`` (also at 0),
     and at ``x == 0``: 1 for ``p == 1``, 0 for ``p > 1``, ``inf`` for ``0 < p < 1``, ``-inf`` for
@@ -54,102 +55,102 @@ def power(xp, x, p: float):
     return x ** p, (xp, x, p)
 
 
-@unary(lambda g, x: 2 * g * x)
+@unary(lambda g, x: 2 * g * x, ELEMENTWISE)
 def square(xp, x):
     """``x * x``; gradient ``2 * x``."""
     return x * x, (x,)
 
 
-@unary(lambda g, xp, x: g * xp.sign(x))
+@unary(lambda g, xp, x: g * xp.sign(x), ELEMENTWISE)
 def abs(xp, x):
     """``|x|``; gradient ``sign(x)``: 0 at 0."""
     return xp.abs(x), (xp, x)
 
 
-@unary(lambda g, y: g * y)
+@unary(lambda g, y: g * y, ELEMENTWISE)
 def exp(xp, x):
     """``e ** x``; gradient ``e ** x``."""
     y = xp.exp(x)
     return y, (y,)
 
 
-@unary(lambda g, y: g * y * math.log(2))
+@unary(lambda g, y: g * y * math.log(2), ELEMENTWISE)
 def exp2(xp, x):
     """``2 ** x``; gradient ``2 ** x * log(2)``."""
     y = 2.0 ** x
     return y, (y,)
 
 
-@unary(lambda g, y: g * (y + 1))
+@unary(lambda g, y: g * (y + 1), ELEMENTWISE)
 def expm1(xp, x):
     """``exp(x) - 1``, accurate for small ``x``; gradient ``exp(x)``."""
     y = xp.expm1(x)
     return y, (y,)
 
 
-@unary(lambda g, x: g / x)
+@unary(lambda g, x: g / x, ELEMENTWISE)
 def log(xp, x):
     """Natural logarithm; gradient ``1 / x``."""
     return xp.log(x), (x,)
 
 
-@unary(lambda g, x: g / (x * math.log(2)))
+@unary(lambda g, x: g / (x * math.log(2)), ELEMENTWISE)
 def log2(xp, x):
     """Base-2 logarithm; gradient ``1 / (x * log(2))``."""
     return xp.log2(x), (x,)
 
 
-@unary(lambda g, x: g / (x * math.log(10)))
+@unary(lambda g, x: g / (x * math.log(10)), ELEMENTWISE)
 def log10(xp, x):
     """Base-10 logarithm; gradient ``1 / (x * log(10))``."""
     return xp.log10(x), (x,)
 
 
-@unary(lambda g, x: g / (1 + x))
+@unary(lambda g, x: g / (1 + x), ELEMENTWISE)
 def log1p(xp, x):
     """``log(1 + x)``, accurate for small ``x``; gradient ``1 / (1 + x)``."""
     return xp.log1p(x), (x,)
 
 
-@unary(lambda g, y: g / (2 * y))
+@unary(lambda g, y: g / (2 * y), ELEMENTWISE)
 def sqrt(xp, x):
     """Square root; gradient ``1 / (2 * sqrt(x))`` (``inf`` at 0)."""
     y = xp.sqrt(x)
     return y, (y,)
 
 
-@unary(lambda g, xp, x: g * xp.cos(x))
+@unary(lambda g, xp, x: g * xp.cos(x), ELEMENTWISE)
 def sin(xp, x):
     """Sine; gradient ``cos(x)``."""
     return xp.sin(x), (xp, x)
 
 
-@unary(lambda g, xp, x: -g * xp.sin(x))
+@unary(lambda g, xp, x: -g * xp.sin(x), ELEMENTWISE)
 def cos(xp, x):
     """Cosine; gradient ``-sin(x)``."""
     return xp.cos(x), (xp, x)
 
 
-@unary(lambda g, y: g * (1 + y * y))
+@unary(lambda g, y: g * (1 + y * y), ELEMENTWISE)
 def tan(xp, x):
     """Tangent; gradient ``1 + tan(x) ** 2``."""
     y = xp.tan(x)
     return y, (y,)
 
 
-@unary(lambda g, xp, x: g / xp.sqrt(1 - x * x))
+@unary(lambda g, xp, x: g / xp.sqrt(1 - x * x), ELEMENTWISE)
 def asin(xp, x):
     """Inverse sine (``arcsin``), for ``x`` in [-1, 1]; gradient ``1 / sqrt(1 - x ** 2)`` (``inf`` at ±1)."""
     return xp.asin(x), (xp, x)
 
 
-@unary(lambda g, xp, x: -g / xp.sqrt(1 - x * x))
+@unary(lambda g, xp, x: -g / xp.sqrt(1 - x * x), ELEMENTWISE)
 def acos(xp, x):
     """Inverse cosine (``arccos``), for ``x`` in [-1, 1]; gradient ``-1 / sqrt(1 - x ** 2)`` (``-inf`` at ±1)."""
     return xp.acos(x), (xp, x)
 
 
-@unary(lambda g, x: g / (1 + x * x))
+@unary(lambda g, x: g / (1 + x * x), ELEMENTWISE)
 def atan(xp, x):
     """Inverse tangent (``arctan``); gradient ``1 / (1 + x ** 2)``."""
     return xp.atan(x), (x,)
@@ -158,44 +159,44 @@ def atan(xp, x):
 arcsin, arccos, arctan = asin, acos, atan  # numpy's older names
 
 
-@unary(lambda g, xp, x: g * xp.cosh(x))
+@unary(lambda g, xp, x: g * xp.cosh(x), ELEMENTWISE)
 def sinh(xp, x):
     """Hyperbolic sine; gradient ``cosh(x)``."""
     return xp.sinh(x), (xp, x)
 
 
-@unary(lambda g, xp, x: g * xp.sinh(x))
+@unary(lambda g, xp, x: g * xp.sinh(x), ELEMENTWISE)
 def cosh(xp, x):
     """Hyperbolic cosine; gradient ``sinh(x)``."""
     return xp.cosh(x), (xp, x)
 
 
-@unary(lambda g, y: g * (1 - y * y))
+@unary(lambda g, y: g * (1 - y * y), ELEMENTWISE)
 def tanh(xp, x):
     """Hyperbolic tangent; gradient ``1 - tanh(x) ** 2``."""
     y = xp.tanh(x)
     return y, (y,)
 
 
-@unary(zero)
+@unary(zero, ELEMENTWISE)
 def sign(xp, x):
     """-1, 0 or 1 by the sign of ``x``. A step function: gradient 0 everywhere, also at 0 (as in PyTorch)."""
     return xp.sign(x), (xp,)
 
 
-@unary(zero)
+@unary(zero, ELEMENTWISE)
 def floor(xp, x):
     """The largest integer ``<= x``. A step function: gradient 0 everywhere, also at the integers."""
     return xp.floor(x), (xp,)
 
 
-@unary(zero)
+@unary(zero, ELEMENTWISE)
 def ceil(xp, x):
     """The smallest integer ``>= x``. A step function: gradient 0 everywhere, also at the integers."""
     return xp.ceil(x), (xp,)
 
 
-@unary(zero)
+@unary(zero, ELEMENTWISE)
 def round(xp, x, decimals: int = 0):
     """Round to ``decimals`` places (negative: to tens, hundreds...), halves to even as numpy does
     (``round(0.5) == 0``, ``round(1.5) == 2``). A step function: gradient 0 everywhere, also at the halves."""
@@ -214,14 +215,14 @@ def stable_sigmoid(xp, x):
     return xp.where(x >= 0, 1 / (1 + e), e / (1 + e))
 
 
-@unary(lambda g, y: g * y * (1 - y))
+@unary(lambda g, y: g * y * (1 - y), ELEMENTWISE)
 def sigmoid(xp, x):
     """``1 / (1 + exp(-x))``, computed without overflow for any magnitude; gradient ``s * (1 - s)``."""
     y = stable_sigmoid(xp, x)
     return y, (y,)
 
 
-@unary(where_false)
+@unary(where_false, ELEMENTWISE)
 def relu(xp, x):
     """``max(x, 0)``; gradient 1 where ``x > 0``, else 0: 0 at 0. A NaN stays NaN and passes its
     gradient (both as in PyTorch)."""
@@ -229,7 +230,7 @@ def relu(xp, x):
     return xp.where(dead, xp.zeros_like(x), x), (xp, dead)
 
 
-@unary(lambda g, xp, pos, slope: xp.where(pos, g, slope * g))
+@unary(lambda g, xp, pos, slope: xp.where(pos, g, slope * g), ELEMENTWISE)
 def leaky_relu(xp, x, negative_slope: float = 0.01):
     """``x`` where ``x > 0``, else ``negative_slope * x``; gradient 1 where ``x > 0``, else
     ``negative_slope``: ``negative_slope`` at 0 (as in PyTorch)."""
@@ -237,7 +238,7 @@ def leaky_relu(xp, x, negative_slope: float = 0.01):
     return xp.where(pos, x, negative_slope * x), (xp, pos, negative_slope)
 
 
-@unary(lambda g, xp, x, pos, alpha: xp.where(pos, g, g * (alpha * xp.exp(xp.minimum(x, 0.0)))))
+@unary(lambda g, xp, x, pos, alpha: xp.where(pos, g, g * (alpha * xp.exp(xp.minimum(x, 0.0)))), ELEMENTWISE)
 def elu(xp, x, alpha: float = 1.0):
     """``x`` where ``x > 0``, else ``alpha * (exp(x) - 1)``; gradient 1 where ``x > 0``, else
     ``alpha * exp(x)``: ``alpha`` at 0 (as in PyTorch)."""
@@ -252,7 +253,7 @@ def _d_softplus(g, xp, x, beta, threshold):
     return g * (d if threshold is None else xp.where(bx > threshold, 1.0, d))
 
 
-@unary(_d_softplus)
+@unary(_d_softplus, ELEMENTWISE)
 def softplus(xp, x, beta: float = 1.0, threshold: float | None = None):
     """``log(1 + exp(beta * x)) / beta``, a smooth relu, without overflow; gradient ``sigmoid(beta * x)``.
 
@@ -270,7 +271,7 @@ def _d_silu(g, xp, x):
     return g * s * (1 + x * (1 - s))
 
 
-@unary(_d_silu)
+@unary(_d_silu, ELEMENTWISE)
 def silu(xp, x):
     """``x * sigmoid(x)`` (swish); gradient ``s * (1 + x * (1 - s))`` with ``s = sigmoid(x)``."""
     return x * stable_sigmoid(xp, x), (xp, x)
@@ -318,7 +319,7 @@ def _d_gelu(g, xp, x, approximate):
     return g * (0.5 * (1 + v) + 0.5 * x * (1 - v * v) * slope)
 
 
-@unary(_d_gelu)
+@unary(_d_gelu, ELEMENTWISE)
 def gelu(xp, x, approximate: str = "none"):
     """``x * Phi(x)``, ``Phi`` the standard normal CDF (``0.5 * erfc(-x / sqrt(2))``); gradient
     ``Phi(x) + x * phi(x)``, ``phi`` the normal density.
@@ -333,7 +334,7 @@ def gelu(xp, x, approximate: str = "none"):
                                f"got {approximate!r}")
 
 
-@unary(where_true)
+@unary(where_true, ELEMENTWISE)
 def clip(xp, x, low: float | None = None, high: float | None = None):
     """Limit values to ``[low, high]``; gradient 1 where ``low <= x <= high`` (at the bounds too, as
     in PyTorch), else 0. At least one bound must be given."""

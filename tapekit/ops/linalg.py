@@ -20,7 +20,8 @@ __all__ = ["matmul", "einsum", "outer", "tensordot"]
 
 def matmul(a: Tensor, b: Tensor) -> Tensor:
     """``a @ b``. A 1-D operand is a row (left) or a column (right); leading axes broadcast.
-    Gradients: ``g @ bᵀ`` for ``a`` and ``aᵀ @ g`` for ``b``, summed over broadcast batch axes."""
+    Gradients: ``g @ bᵀ`` for ``a`` and ``aᵀ @ g`` for ``b``, summed over broadcast batch axes.
+    Forward rule (JVP): ``ta @ b + a @ tb``."""
     if not isinstance(a, Tensor) or not isinstance(b, Tensor):
         raise OperandError(f"matmul takes two tensors, got {type(a).__name__} @ {type(b).__name__}; make an array a "
                         f"tensor with dev.tensor(array), and multiply by a number with *")
@@ -37,15 +38,23 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     xp = a.device.xp
     out = xp.matmul(x, y)
     if x.ndim == 2 and y.ndim == 2:  # the common case: each rule can write into a preallocated buffer
-        return emit("matmul", out, (a, b), _MATRIX_RULES, (xp, x, y), a.device)
+        return emit("matmul", out, (a, b), _MATRIX_RULES, (xp, x, y), a.device, _matmul_jvp)
     shape2 = list(out.shape) + ([1] if y.ndim == 1 else [])
     if x.ndim == 1:
         shape2.insert(len(shape2) - 1, 1)
-    return emit("matmul", out, (a, b), (_grad_x, _grad_y), (xp, x, y, tuple(shape2)), a.device)
+    return emit("matmul", out, (a, b), (_grad_x, _grad_y), (xp, x, y, tuple(shape2)), a.device, _matmul_jvp)
 
 
 _MATRIX_RULES = (fills(lambda g, xp, x, y, **into: xp.matmul(g, xp.matrix_transpose(y), **into)),
                  fills(lambda g, xp, x, y, **into: xp.matmul(xp.matrix_transpose(x), g, **into)))
+
+
+def _matmul_jvp(tangents, xp, x, y, *shape2):
+    """``tx @ y + x @ ty``, the product rule, without the term of an operand that has no tangent."""
+    tx, ty = tangents
+    if ty is None:
+        return xp.matmul(tx, y)
+    return xp.matmul(x, ty) if tx is None else xp.matmul(tx, y) + xp.matmul(x, ty)
 
 
 def _as_matrices(xp, x, y):
@@ -76,13 +85,15 @@ def einsum(subscripts: str, *operands: Tensor) -> Tensor:
 
     Gradient: an einsum again. Operand ``k``'s is the output's gradient ``g`` contracted with every
     other operand, onto ``k``'s letters: for ``'ij,jk->ik'``, ``a``'s is ``einsum('ik,jk->ij', g, b)``
-    and ``b``'s is ``einsum('ik,ij->jk', g, a)``; see ``einsum_grad_subscripts``."""
+    and ``b``'s is ``einsum('ik,ij->jk', g, a)``; see ``einsum_grad_subscripts``. Forward rule (JVP):
+    the product rule, the sum over operands of the einsum with that operand's tangent in its place."""
     return _einsum("einsum", subscripts, operands)
 
 
 def outer(a: Tensor, b: Tensor) -> Tensor:
     """numpy's ``outer``: ``out[i, j] = a[i] * b[j]``, the operands flattened first. It is
-    ``einsum('i,j->ij', a, b)``, so ``a``'s gradient is ``g @ b`` and ``b``'s is ``a @ g``."""
+    ``einsum('i,j->ij', a, b)``, so ``a``'s gradient is ``g @ b`` and ``b``'s is ``a @ g``, and its
+    forward rule (JVP) is ``outer(ta, b) + outer(a, tb)``."""
     _check_tensors((a, b), "outer")
     return _einsum("outer", "i,j->ij", [t if t.ndim == 1 else t.reshape(t.size) for t in (a, b)])
 
@@ -90,7 +101,7 @@ def outer(a: Tensor, b: Tensor) -> Tensor:
 def tensordot(a: Tensor, b: Tensor, axes: Any = 2) -> Tensor:
     """numpy's ``tensordot``: the sum of products over pairs of axes, ``a``'s last ``axes`` with
     ``b``'s first ``axes``, or ``axes=(a_axes, b_axes)`` paired in order. The output has ``a``'s
-    other axes, then ``b``'s. It is an einsum (gradient and all): ``tensordot(a, b, 1)`` of
+    other axes, then ``b``'s. It is an einsum (gradient, forward rule and all): ``tensordot(a, b, 1)`` of
     matrices is ``einsum('ab,bc->ac', a, b)``."""
     _check_tensors((a, b), "tensordot")
     a_axes, b_axes = _paired_axes(a, b, axes)
@@ -116,12 +127,23 @@ def _einsum(name: str, subscripts: str, operands: Sequence[Tensor]) -> Tensor:
     operands_data = [t.data for t in operands]
     out = contract(xp, spec, _plain(xp, operands_data, shapes, eyes))
     return emit(name, out, operands, _einsum_rules(len(operands)), (xp, spec, operands_data, shapes, eyes),
-                device)
+                device, _einsum_jvp)
 
 
 def _plain(xp: Any, arrays: Sequence[Any], shapes: tuple, eyes: list) -> list:
     """The operands reshaped to the plain form of ``_plan``, then its identity matrices."""
     return [a if a.shape == shape else xp.reshape(a, shape) for a, shape in zip(arrays, shapes)] + eyes
+
+
+def _einsum_jvp(tangents: tuple, xp: Any, spec: str, operands: Sequence[Any], shapes: tuple, eyes: list) -> Any:
+    """The product rule: for each operand with a tangent, the einsum with the tangent in its place."""
+    arrays = _plain(xp, operands, shapes, eyes)
+    total = None
+    for k, t in enumerate(tangents):
+        if t is not None:
+            part = contract(xp, spec, [*arrays[:k], xp.reshape(t, arrays[k].shape), *arrays[k + 1:]])
+            total = part if total is None else total + part
+    return total
 
 
 def _einsum_rules(n: int) -> tuple[Callable, ...]:

@@ -2,7 +2,12 @@
 
 Every reduction takes numpy's ``axis`` (None for all axes, an int, or a tuple of ints) and
 ``keepdims``. A 0-d tensor takes axis 0 or -1 and is reduced over no axis (as in PyTorch).
-``argmax``, ``argmin``, ``all`` and ``any`` give integer or boolean tensors with no gradient.
+``argmax``, ``argmin``, ``all`` and ``any`` give integer or boolean tensors with no gradient and
+no tangent (no forward rule: ``tk.jvp`` refuses them as outputs; inside, they are constants).
+
+A reduction's output moves with each element ``x_i`` at a rate ``slope_i``: its backward rule is
+the output's gradient broadcast back times the slope, its forward rule (JVP) the sum of the
+tangent times the slope (``by_slope``), one definition of the slope for both.
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ from typing import Any, Callable
 
 from ..errors import AxisError, InvalidArgumentError, checked_number
 from ..tensor import Tensor
-from .core import forward_of, normalize_axes, unary
+from .core import LINEAR, forward_of, normalize_axes, unary
 
 __all__ = ["sum", "mean", "max", "min", "prod", "var", "std", "logsumexp", "softmax", "log_softmax", "cumsum",
            "argmax", "argmin", "all", "any"]
@@ -23,6 +28,20 @@ def _expand(g: Any, xp: Any, shape: tuple[int, ...], axes: tuple[int, ...] | Non
         kept = tuple(1 if axes is None or i in axes else n for i, n in enumerate(shape))
         g = xp.reshape(g, kept)
     return xp.broadcast_to(g, shape)
+
+
+def by_slope(slope: Callable) -> tuple[Callable, Callable]:
+    """The backward and forward rules of a reduction over ``axes`` whose derivative in each element
+    is ``slope(xp, axes, *rest)`` (an array of the operand's shape), for ``saved = (xp, axes,
+    keepdims, *rest)``: ``g`` broadcast back times the slope, and the sum of ``t`` times the slope."""
+    def backward(g: Any, xp: Any, axes: Any, keepdims: bool, *rest: Any) -> Any:
+        d = slope(xp, axes, *rest)
+        return _expand(g, xp, d.shape, axes, keepdims) * d
+
+    def forward(t: Any, xp: Any, axes: Any, keepdims: bool, *rest: Any) -> Any:
+        return xp.sum(t * slope(xp, axes, *rest), axis=axes, keepdims=keepdims)
+
+    return backward, forward
 
 
 def _count(shape: tuple[int, ...], axes: tuple[int, ...] | None) -> int:
@@ -47,43 +66,44 @@ def _one_axis(axis: Any, ndim: int, op: str) -> int | None:
     return axes[0] if axes else None
 
 
-@unary(_expand)
+@unary(_expand, LINEAR)
 def sum(xp, x, axis=None, keepdims: bool = False):
     """Sum over ``axis``. Every element's gradient is the output's gradient (broadcast back)."""
     axes = normalize_axes(axis, x.ndim, "sum")
     return xp.sum(x, axis=axes, keepdims=keepdims), (xp, x.shape, axes, keepdims)
 
 
-@unary(lambda g, xp, shape, axes, keepdims, n: _expand(g / n, xp, shape, axes, keepdims))
+@unary(lambda g, xp, shape, axes, keepdims, n: _expand(g / n, xp, shape, axes, keepdims), LINEAR)
 def mean(xp, x, axis=None, keepdims: bool = False):
     """Mean over ``axis``. Every element's gradient is the output's gradient divided by the count ``n``."""
     axes = normalize_axes(axis, x.ndim, "mean")
     return xp.mean(x, axis=axes, keepdims=keepdims), (xp, x.shape, axes, keepdims, _count(x.shape, axes))
 
 
-def _extremum_grad(g, xp, x, y, axes, keepdims):
-    """The gradient goes to the elements equal to the result (to the NaNs, for a NaN result); ties
-    share it equally."""
+def _shares(xp, axes, x, y):
+    """The slope of a maximum or minimum ``y``: the elements equal to it (the NaNs, for a NaN
+    result) share it equally; the others have none."""
     hit = xp.astype((x == y) | (xp.isnan(x) & xp.isnan(y)), x.dtype)
-    share = hit / xp.sum(hit, axis=axes, keepdims=True)
-    return share * _expand(g, xp, x.shape, axes, keepdims)
+    return hit / xp.sum(hit, axis=axes, keepdims=True)
 
 
 def _extremum(pick: Callable, xp: Any, x: Any, axis: Any, keepdims: bool, op: str) -> tuple:
     axes = normalize_axes(axis, x.ndim, op)
     y = pick(x, axis=axes, keepdims=True)
-    return _reduced(y, xp, x.shape, axes, keepdims), (xp, x, y, axes, keepdims)
+    return _reduced(y, xp, x.shape, axes, keepdims), (xp, axes, keepdims, x, y)
 
 
-@unary(_extremum_grad)
+@unary(*by_slope(_shares))
 def max(xp, x, axis=None, keepdims: bool = False):
-    """Maximum over ``axis``. The gradient goes to the maximal elements; ties share it equally."""
+    """Maximum over ``axis``. The gradient goes to the maximal elements; ties share it equally.
+    Forward rule (JVP): the tangent of the maximal element, the mean of theirs at a tie."""
     return _extremum(xp.max, xp, x, axis, keepdims, "max")
 
 
-@unary(_extremum_grad)
+@unary(*by_slope(_shares))
 def min(xp, x, axis=None, keepdims: bool = False):
-    """Minimum over ``axis``. The gradient goes to the minimal elements; ties share it equally."""
+    """Minimum over ``axis``. The gradient goes to the minimal elements; ties share it equally.
+    Forward rule (JVP): the tangent of the minimal element, the mean of theirs at a tie."""
     return _extremum(xp.min, xp, x, axis, keepdims, "min")
 
 
@@ -99,13 +119,14 @@ def _product_of_others(xp: Any, x: Any, axes: tuple[int, ...] | None) -> Any:
     return xp.moveaxis(xp.reshape(before * after, moved.shape), last, axes)
 
 
-@unary(lambda g, xp, x, axes, keepdims: _expand(g, xp, x.shape, axes, keepdims) * _product_of_others(xp, x, axes))
+@unary(*by_slope(lambda xp, axes, x: _product_of_others(xp, x, axes)))
 def prod(xp, x, axis=None, keepdims: bool = False):
     """Product over ``axis``. Each element's gradient is the output's gradient times the product of
     the other elements, computed without dividing by the element: where one element is 0 only it
-    gets a gradient (the product of the others); where two or more are 0 every gradient is 0."""
+    gets a gradient (the product of the others); where two or more are 0 every gradient is 0.
+    Forward rule (JVP): the sum of each tangent times the product of the other elements."""
     axes = normalize_axes(axis, x.ndim, "prod")
-    return xp.prod(x, axis=axes, keepdims=keepdims), (xp, x, axes, keepdims)
+    return xp.prod(x, axis=axes, keepdims=keepdims), (xp, axes, keepdims, x)
 
 
 def _deviations(xp: Any, x: Any, axis: Any, correction: float, ddof: float | None, op: str) -> tuple:
@@ -127,65 +148,78 @@ def _deviations(xp: Any, x: Any, axis: Any, correction: float, ddof: float | Non
     return axes, x - xp.mean(x, axis=axes, keepdims=True), n - c
 
 
-@unary(lambda g, xp, x, axes, keepdims, dof: _expand(g, xp, x.shape, axes, keepdims) * (2 / dof)
-       * (x - xp.mean(x, axis=axes, keepdims=True)))
+@unary(*by_slope(lambda xp, axes, x, dof: (2 / dof) * (x - xp.mean(x, axis=axes, keepdims=True))))
 def var(xp, x, axis=None, keepdims: bool = False, *, correction: float = 0, ddof: float | None = None):
     """Variance over ``axis``: ``sum((x - mean)**2) / (n - correction)`` for ``n`` elements.
 
     ``correction=0`` (the default, as in numpy) is the population variance, ``correction=1`` the
     sample variance; ``ddof`` is numpy's name for it. Reducing over ``n <= correction`` elements
-    raises ``InvalidArgumentError`` (numpy gives nan). The gradient is ``2 (x - mean) / (n - correction)``."""
+    raises ``InvalidArgumentError`` (numpy gives nan). The gradient is ``2 (x - mean) / (n - correction)``;
+    forward rule (JVP): the sum of the tangent times it."""
     axes, d, dof = _deviations(xp, x, axis, correction, ddof, "var")
-    return xp.sum(d * d, axis=axes, keepdims=keepdims) / dof, (xp, x, axes, keepdims, dof)
+    return xp.sum(d * d, axis=axes, keepdims=keepdims) / dof, (xp, axes, keepdims, x, dof)
 
 
-def _std_grad(g, xp, x, s, axes, keepdims, dof):
+def _std_slope(xp, axes, x, dof):
     """``(x - mean) / ((n - correction) std)``, and 0 where std is 0 (a kink, like ``abs`` at 0)."""
-    s = _expand(s, xp, x.shape, axes, keepdims)
+    d = x - xp.mean(x, axis=axes, keepdims=True)
+    s = xp.sqrt(xp.sum(d * d, axis=axes, keepdims=True) / dof)
     s = xp.where(s > 0, s, xp.ones_like(s))  # std is 0 only where every deviation is 0: the gradient is 0
-    return _expand(g, xp, x.shape, axes, keepdims) * (x - xp.mean(x, axis=axes, keepdims=True)) / (dof * s)
+    return d / (dof * s)
 
 
-@unary(_std_grad)
+@unary(*by_slope(_std_slope))
 def std(xp, x, axis=None, keepdims: bool = False, *, correction: float = 0, ddof: float | None = None):
     """Standard deviation over ``axis``: the square root of ``var`` (same ``correction``/``ddof``).
 
     The gradient is ``(x - mean) / ((n - correction) std)``; where std is 0 (all values equal, or
-    one value), it is 0 rather than 0/0."""
+    one value), it is 0 rather than 0/0. Forward rule (JVP): the sum of the tangent times the gradient."""
     axes, d, dof = _deviations(xp, x, axis, correction, ddof, "std")
-    s = _reduced(xp.sqrt(xp.sum(d * d, axis=axes, keepdims=True) / dof), xp, x.shape, axes, keepdims)
-    return s, (xp, x, s, axes, keepdims, dof)
+    s = xp.sqrt(xp.sum(d * d, axis=axes, keepdims=True) / dof)
+    return _reduced(s, xp, x.shape, axes, keepdims), (xp, axes, keepdims, x, dof)
 
 
-@unary(lambda g, xp, x, out, axes, keepdims: _expand(g, xp, x.shape, axes, keepdims)
-       * xp.exp(x - _expand(out, xp, x.shape, axes, keepdims)))
+@unary(*by_slope(lambda xp, axes, x: _softmax_of(xp, x, axes)))
 def logsumexp(xp, x, axis=None, keepdims: bool = False):
     """``log(sum(exp(x)))`` over ``axis``, shifted by the maximum so it never overflows; all -inf gives
     -inf, an inf gives inf, and an empty axis -inf (as in PyTorch). The gradient is the output's
-    gradient times ``softmax(x)`` over ``axis``, ``exp(x - logsumexp(x))``."""
+    gradient times ``softmax(x)`` over ``axis``; forward rule (JVP): the sum of the tangent times
+    ``softmax(x)``."""
     axes = normalize_axes(axis, x.ndim, "logsumexp")
     m = _shift(xp, x, axes)
     e = xp.exp(x - m)
     s = xp.sum(e, axis=axes, keepdims=True)
-    out = _reduced(m + xp.log(s), xp, x.shape, axes, keepdims)
-    return out, (xp, x, out, axes, keepdims)
+    return _reduced(m + xp.log(s), xp, x.shape, axes, keepdims), (xp, axes, keepdims, x)
 
 
-@unary(lambda g, xp, y, ax: y * (g - xp.sum(g * y, axis=ax, keepdims=True)))
+def _softmax_of(xp: Any, x: Any, axes: Any) -> Any:
+    """``softmax(x)`` over ``axes``, shifted by the maximum (the slope of ``logsumexp``)."""
+    e = xp.exp(x - _shift(xp, x, axes))
+    return e / xp.sum(e, axis=axes, keepdims=True)
+
+
+def _softmax_rule(g, xp, y, ax):
+    """``y (g - sum(g y))``: ``Jᵀ g`` and, as the Jacobian ``diag(y) - y yᵀ`` is symmetric, ``J g``."""
+    return y * (g - xp.sum(g * y, axis=ax, keepdims=True))
+
+
+@unary(_softmax_rule, _softmax_rule)
 def softmax(xp, x, axis: Any = -1):
     """``exp(x) / sum(exp(x))`` along ``axis`` (default -1; a tuple or None normalizes over those
     axes or all of them, as ``scipy.special.softmax``). The gradient is ``y (g - sum(g y))``; a 0-d
-    tensor's softmax is 1, with gradient 0."""
+    tensor's softmax is 1, with gradient 0. The Jacobian is symmetric, so the forward rule (JVP) is
+    the same, ``y (t - sum(t y))``."""
     ax = normalize_axes(axis, x.ndim, "softmax")
     e = xp.exp(x - _shift(xp, x, ax))
     y = e / xp.sum(e, axis=ax, keepdims=True)
     return y, (xp, y, ax)
 
 
-@unary(lambda g, xp, y, ax: g - xp.exp(y) * xp.sum(g, axis=ax, keepdims=True))
+@unary(lambda g, xp, y, ax: g - xp.exp(y) * xp.sum(g, axis=ax, keepdims=True),
+       lambda t, xp, y, ax: t - xp.sum(xp.exp(y) * t, axis=ax, keepdims=True))
 def log_softmax(xp, x, axis: Any = -1):
     """``log(softmax(x))`` along ``axis``, computed stably. The gradient is ``g - softmax(x) sum(g)``;
-    a 0-d tensor's log_softmax is 0, with gradient 0."""
+    forward rule (JVP): ``t - sum(softmax(x) t)``. A 0-d tensor's log_softmax is 0, with gradient 0."""
     ax = normalize_axes(axis, x.ndim, "log_softmax")
     y = stable_log_softmax(xp, x, ax)
     return y, (xp, y, ax)
@@ -214,7 +248,7 @@ def _cumsum_grad(g, xp, shape, lines, ax):
     return xp.reshape(g, shape)
 
 
-@unary(_cumsum_grad)
+@unary(_cumsum_grad, LINEAR)
 def cumsum(xp, x, axis=None):
     """Running sums along ``axis``; ``axis=None`` runs along the flattened tensor (as numpy does).
     Element i's gradient is the sum of the output's gradients from i to the end of its line."""
@@ -239,24 +273,24 @@ def _no_gradient(fn: Callable) -> Callable[..., Tensor]:
 @_no_gradient
 def argmax(xp, x, axis=None, keepdims: bool = False):
     """Index of the maximum along ``axis`` (None: in the flattened tensor); the first one among ties.
-    An integer tensor with no gradient."""
+    An integer tensor with no gradient and no tangent."""
     return xp.argmax(x, axis=_one_axis(axis, x.ndim, "argmax"), keepdims=keepdims)
 
 
 @_no_gradient
 def argmin(xp, x, axis=None, keepdims: bool = False):
     """Index of the minimum along ``axis`` (None: in the flattened tensor); the first one among ties.
-    An integer tensor with no gradient."""
+    An integer tensor with no gradient and no tangent."""
     return xp.argmin(x, axis=_one_axis(axis, x.ndim, "argmin"), keepdims=keepdims)
 
 
 @_no_gradient
 def all(xp, x, axis=None, keepdims: bool = False):
-    """Whether every element over ``axis`` is true (nonzero). A boolean tensor with no gradient."""
+    """Whether every element over ``axis`` is true (nonzero). A boolean tensor with no gradient and no tangent."""
     return xp.all(x, axis=normalize_axes(axis, x.ndim, "all"), keepdims=keepdims)
 
 
 @_no_gradient
 def any(xp, x, axis=None, keepdims: bool = False):
-    """Whether some element over ``axis`` is true (nonzero). A boolean tensor with no gradient."""
+    """Whether some element over ``axis`` is true (nonzero). A boolean tensor with no gradient and no tangent."""
     return xp.any(x, axis=normalize_axes(axis, x.ndim, "any"), keepdims=keepdims)

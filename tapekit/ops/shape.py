@@ -1,4 +1,6 @@
-"""Ops that move values around: reshape, axes, broadcasting, joining, cutting, selecting, indexing."""
+"""Ops that move values around: reshape, axes, broadcasting, joining, cutting, selecting, indexing.
+
+Each is linear in its tensors, so its forward rule (JVP) is the op itself applied to the tangents."""
 
 from __future__ import annotations
 
@@ -14,7 +16,8 @@ from ..errors import (AxisError, DeviceMismatchError, DTypeError, IndexingError,
                       ShapeError)
 from ..ids import label
 from ..tensor import Tensor
-from .core import broadcast_shape, check_devices, emit, linear, normalize_axes, same, unary, where_false, where_true
+from .core import (ELEMENTWISE, LINEAR, broadcast_shape, check_devices, emit, linear, normalize_axes, same, unary,
+                   where_false, where_true)
 
 __all__ = ["reshape", "permute", "transpose", "broadcast_to", "squeeze", "expand_dims", "flatten", "moveaxis",
            "concat", "stack", "split", "where", "getitem", "take_along_axis", "flip", "roll", "tile", "repeat",
@@ -37,7 +40,7 @@ def _target_shape(old: tuple[int, ...], new: Sequence[int]) -> tuple[int, ...]:
     return tuple(math.prod(old) // known if n == -1 else n for n in new)
 
 
-@unary(_reshaped_back)
+@unary(_reshaped_back, LINEAR)
 def reshape(xp, x, *shape):
     """The same values in a new shape (one -1 stands for the rest); the gradient is reshaped back."""
     if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
@@ -46,7 +49,7 @@ def reshape(xp, x, *shape):
     return xp.reshape(x, target), (xp, x.shape)
 
 
-@unary(_reshaped_back)
+@unary(_reshaped_back, LINEAR)
 def squeeze(xp, x, axis=None):
     """Drop axes of size 1: those in ``axis`` (an int or a tuple), or all of them. The gradient is
     reshaped back."""
@@ -60,7 +63,7 @@ def squeeze(xp, x, axis=None):
     return xp.squeeze(x, axis=axes), (xp, x.shape)
 
 
-@unary(_reshaped_back)
+@unary(_reshaped_back, LINEAR)
 def expand_dims(xp, x, axis):
     """Insert axes of size 1 at ``axis`` (an int or a tuple: positions in the result). The gradient
     is reshaped back."""
@@ -72,11 +75,11 @@ def expand_dims(xp, x, axis):
 
 def flatten(t: Tensor) -> Tensor:
     """The values along one axis, in row-major order (numpy's ``flatten``); the gradient is
-    reshaped back."""
+    reshaped back, and the forward rule (JVP) flattens the tangent."""
     return reshape(t, -1)
 
 
-@unary(lambda g, xp, inverse: xp.permute_dims(g, inverse))
+@unary(lambda g, xp, inverse: xp.permute_dims(g, inverse), LINEAR)
 def permute(xp, x, *axes):
     """The axes in a new order (``axes`` names all of them); the gradient puts them back."""
     if len(axes) == 1 and not isinstance(axes[0], (int, np.integer)):
@@ -90,14 +93,15 @@ def permute(xp, x, *axes):
 
 
 def transpose(t: Tensor, axis1: int = -2, axis2: int = -1) -> Tensor:
-    """Swap two axes (the last two by default); the gradient is swapped back."""
+    """Swap two axes (the last two by default); the gradient is swapped back, and the forward rule
+    (JVP) swaps the tangent's."""
     axes = list(range(t.ndim))
     a, b = normalize_axes(axis1, t.ndim, "transpose")[0], normalize_axes(axis2, t.ndim, "transpose")[0]
     axes[a], axes[b] = axes[b], axes[a]
     return permute(t, axes)
 
 
-@unary(lambda g, xp, source, destination: xp.moveaxis(g, destination, source))
+@unary(lambda g, xp, source, destination: xp.moveaxis(g, destination, source), LINEAR)
 def moveaxis(xp, x, source, destination):
     """Move the axes ``source`` to the positions ``destination`` (ints or tuples of them); the other
     axes keep their order. The gradient moves them back."""
@@ -108,12 +112,13 @@ def moveaxis(xp, x, source, destination):
 
 
 def broadcast_to(t: Tensor, shape: Sequence[int]) -> Tensor:
-    """``t`` stretched to ``shape`` as numpy broadcasts; the gradient sums over the stretched axes."""
+    """``t`` stretched to ``shape`` as numpy broadcasts; the gradient sums over the stretched axes.
+    Forward rule (JVP): the tangent stretched alike."""
     shape = tuple(int(n) for n in shape)
     if broadcast_shape(t.shape, shape, "broadcast_to") != shape:
         raise ShapeError(f"broadcast_to: {t.shape} cannot be broadcast to {shape}")
     xp = t.device.xp
-    return emit("broadcast_to", xp.broadcast_to(t.data, shape), (t,), (same,), (), t.device)
+    return emit("broadcast_to", xp.broadcast_to(t.data, shape), (t,), (same,), (), t.device, ELEMENTWISE)
 
 
 def _given(axis: Any, op: str) -> Any:
@@ -134,7 +139,8 @@ def _axes_in_order(axis: Any, ndim: int, op: str) -> tuple[int, ...]:
 
 # -- joining and cutting ---------------------------------------------------------------------
 def concat(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
-    """Join tensors along an existing axis; each gets its own piece of the gradient."""
+    """Join tensors along an existing axis; each gets its own piece of the gradient. Forward rule
+    (JVP): the tangents joined alike."""
     tensors = _tensors(tensors, "concat")
     first = tensors[0]
     if first.ndim == 0:
@@ -148,11 +154,13 @@ def concat(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
     pieces = tuple(tuple(slice(int(lo), int(hi)) if i == ax else slice(None) for i in range(first.ndim))
                    for lo, hi in zip(bounds[:-1], bounds[1:]))
     out = first.device.xp.concat([t.data for t in tensors], axis=ax)
-    return emit("concat", out, tensors, _piece_rules(len(tensors)), (pieces,), first.device)
+    return emit("concat", out, tensors, _piece_rules(len(tensors)), (pieces,), first.device,
+                _joined(first.device.xp.concat, tensors, ax))
 
 
 def stack(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
-    """Join tensors of one shape along a new axis; each gets its own slice of the gradient."""
+    """Join tensors of one shape along a new axis; each gets its own slice of the gradient.
+    Forward rule (JVP): the tangents stacked alike."""
     tensors = _tensors(tensors, "stack")
     first = tensors[0]
     for t in tensors[1:]:
@@ -162,7 +170,8 @@ def stack(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
     (ax,) = normalize_axes(axis, first.ndim + 1, "stack")
     pieces = tuple(tuple(i if d == ax else slice(None) for d in range(first.ndim + 1)) for i in range(len(tensors)))
     out = first.device.xp.stack([t.data for t in tensors], axis=ax)
-    return emit("stack", out, tensors, _piece_rules(len(tensors)), (pieces,), first.device)
+    return emit("stack", out, tensors, _piece_rules(len(tensors)), (pieces,), first.device,
+                _joined(first.device.xp.stack, tensors, ax))
 
 
 def _piece_rules(n: int) -> tuple[Callable, ...]:
@@ -177,10 +186,21 @@ def _piece_rule(i: int) -> Callable:
     return lambda g, pieces: g[pieces[i]]
 
 
+def _joined(join: Callable, tensors: Sequence[Tensor], axis: int) -> Callable:
+    """The forward rule of ``join(tensors, axis)``: the tangents joined alike, zeros for a tensor
+    without one."""
+    def jvp(tangents: tuple, *saved: Any) -> Any:
+        xp = tensors[0].device.xp
+        return join([xp.zeros_like(t.data) if d is None else d for t, d in zip(tensors, tangents)], axis=axis)
+
+    return jvp
+
+
 def split(t: Tensor, indices_or_sections: Any, axis: int = 0) -> list[Tensor]:
     """``t`` cut along ``axis`` into a list of tensors, as numpy's ``split``: an int N gives N equal
     pieces, a list of indices cuts before each of them. Each piece is a slice of ``t`` (an op of
-    its own), so its gradient goes back to its own part. Under an ``OwnedTape`` the second piece
+    its own), so its gradient goes back to its own part, and its forward rule (JVP) cuts the
+    tangent alike. Under an ``OwnedTape`` the second piece
     raises ``TapeMovedError``, as any second use of an owned handle does: trace with an ``ArcTape``
     or a ``UnionTape`` to cut a taped tensor."""
     if t.ndim == 0:
@@ -202,7 +222,8 @@ def split(t: Tensor, indices_or_sections: Any, axis: int = 0) -> list[Tensor]:
 # -- selecting ---------------------------------------------------------------------------------
 def where(condition: Any, a: Any, b: Any) -> Tensor:
     """``a`` where ``condition`` holds, else ``b`` (numpy's ``where``); ``a`` and ``b`` may be
-    numbers. The gradient of a tensor operand passes where its values were picked."""
+    numbers. The gradient of a tensor operand passes where its values were picked; forward rule
+    (JVP): ``where(condition, ta, tb)`` of the tangents."""
     tensors = [t for t in (a, b) if isinstance(t, Tensor)]
     if not tensors and not isinstance(condition, Tensor):
         raise OperandError("where needs a tensor among the condition and the values, got none; make the condition "
@@ -225,7 +246,7 @@ def where(condition: Any, a: Any, b: Any) -> Tensor:
     out = xp.where(cond, values(a), values(b))
     if not tensors:
         return Tensor(device.count(out), device)
-    return emit("where", out, (a, b), (where_true, where_false), (xp, cond), device)
+    return emit("where", out, (a, b), (where_true, where_false), (xp, cond), device, ELEMENTWISE)
 
 
 # -- indexing ----------------------------------------------------------------------------------
@@ -237,7 +258,8 @@ def getitem(t: Tensor, key: Any) -> Tensor:
     view where the namespace makes one, and the gradient is ``g`` written into zeros where the
     values came from. Any other key may pick a value many times. numpy finds, on the host, where
     each picked value sits in ``t`` flattened; the forward takes the values at those positions and
-    the gradient adds ``g`` at them, so a value picked twice gets its gradient twice."""
+    the gradient adds ``g`` at them, so a value picked twice gets its gradient twice. Forward rule
+    (JVP): the tangent indexed alike."""
     asked, key = key, _host_key(key)
     basic = all(_is_basic(k) for k in key)
     try:  # numpy checks the key as it applies it
@@ -253,7 +275,8 @@ def take_along_axis(t: Tensor, indices: Any, axis: int | None = -1) -> Tensor:
     """The values of ``t`` at ``indices`` along ``axis``, as numpy's ``take_along_axis``: the
     integer ``indices`` have one axis per axis of ``t`` (sizes 1 broadcast); ``axis=None`` reads
     ``t`` flattened. It is ``t`` indexed by ``indices`` along ``axis`` and by each value's own
-    coordinate along the others, so the gradient adds up values picked more than once."""
+    coordinate along the others, so the gradient adds up values picked more than once; its
+    forward rule (JVP) picks the tangent's values alike."""
     index = indices.numpy() if isinstance(indices, Tensor) else np.asarray(indices)
     if axis is None:
         return take_along_axis(flatten(t), index, 0)
@@ -314,7 +337,7 @@ def _view(t: Tensor, key: tuple) -> Tensor:
     """``t[key]`` for a spelled-out basic key: a view where the namespace makes one."""
     plain = tuple(k for k in key if k is not None)  # setitem takes no new axes
     saved = (t.device, t.shape, plain, _probe(t.shape)[plain].shape)
-    return emit("index", t.data[key], (t,), (_scatter,), saved, t.device)
+    return emit("index", t.data[key], (t,), (_scatter,), saved, t.device, lambda tangents, *_: tangents[0][key])
 
 
 @linear(lambda gg, device, shape, plain, plain_shape, g_shape: device.xp.reshape(gg[plain], g_shape))
@@ -342,8 +365,11 @@ def _take(t: Tensor, positions: np.ndarray) -> Tensor:
     """The values of ``t`` at flat ``positions``, in the positions' shape."""
     device, xp = t.device, t.device.xp
     flat = device.from_numpy(positions.reshape(-1))
-    out = xp.reshape(xp.take(xp.reshape(t.data, (-1,)), flat), positions.shape)
-    return emit("index", out, (t,), (_add_at,), (device, t.shape, flat), device)
+    def taken(values: Any, *saved: Any) -> Any:
+        return xp.reshape(xp.take(xp.reshape(values, (-1,)), flat), positions.shape)
+
+    return emit("index", taken(t.data), (t,), (_add_at,), (device, t.shape, flat), device,
+                lambda tangents, *_: taken(tangents[0]))
 
 
 @linear(lambda gg, device, shape, flat, g_shape: device.xp.reshape(
@@ -355,7 +381,7 @@ def _add_at(g: Any, device: Any, shape: tuple[int, ...], flat: Any) -> Any:
 
 
 # -- moving values ---------------------------------------------------------------------------
-@unary(lambda g, xp, axes: xp.flip(g, axis=axes))
+@unary(lambda g, xp, axes: xp.flip(g, axis=axes), LINEAR)
 def flip(xp, x, axis=None):
     """The values in reverse order along ``axis`` (an int, a tuple, or None for all axes); the
     gradient is flipped back."""
@@ -367,7 +393,7 @@ def _roll_back(g: Any, xp: Any, shift: Any, axes: tuple[int, ...] | None) -> Any
     return xp.roll(g, -shift if axes is None else tuple(-s for s in shift), axis=axes)
 
 
-@unary(_roll_back)
+@unary(_roll_back, LINEAR)
 def roll(xp, x, shift, axis=None):
     """The values shifted ``shift`` places along ``axis``, those pushed off the end coming back at
     the start (numpy's ``roll``; ``axis=None`` rolls the flattened tensor; a tuple of axes takes
@@ -391,7 +417,7 @@ def _sum_copies(g: Any, xp: Any, shape: tuple[int, ...], reps: tuple[int, ...], 
     return xp.reshape(xp.sum(xp.reshape(g, copies), axis=tuple(range(0, len(copies), 2))), shape)
 
 
-@unary(_sum_copies)
+@unary(_sum_copies, LINEAR)
 def tile(xp, x, reps):
     """``x`` repeated ``reps`` times along each axis, as numpy's ``tile`` (fewer reps than axes
     apply to the last axes; more add leading axes). The gradient sums the copies."""
@@ -406,7 +432,8 @@ def tile(xp, x, reps):
 def repeat(t: Tensor, repeats: Any, axis: int | None = None) -> Tensor:
     """Each value ``repeats`` times along ``axis`` (one count for all, or one per value), as
     numpy's ``repeat``; ``axis=None`` repeats the flattened tensor. It is indexing with each index
-    repeated, so the gradient sums each value's copies. (PyTorch's ``Tensor.repeat`` is ``tk.tile``.)"""
+    repeated, so the gradient sums each value's copies, and the forward rule (JVP) repeats the
+    tangent alike. (PyTorch's ``Tensor.repeat`` is ``tk.tile``.)"""
     if axis is None or t.ndim == 0:
         return repeat(flatten(t), repeats, 0 if axis is None else axis)
     (ax,) = normalize_axes(axis, t.ndim, "repeat")
@@ -425,7 +452,7 @@ def _matrices(x: Any, op: str) -> None:
                          f"make a matrix first, e.g. t.reshape(1, -1)")
 
 
-@unary(lambda g, xp, k: xp.tril(g, k=k))
+@unary(lambda g, xp, k: xp.tril(g, k=k), LINEAR)
 def tril(xp, x, k=0):
     """The lower triangle of the last two axes: values above diagonal ``k`` become 0 (``k > 0``
     keeps diagonals above the main one). The gradient keeps the same triangle."""
@@ -433,7 +460,7 @@ def tril(xp, x, k=0):
     return xp.tril(x, k=int(k)), (xp, int(k))
 
 
-@unary(lambda g, xp, k: xp.triu(g, k=k))
+@unary(lambda g, xp, k: xp.triu(g, k=k), LINEAR)
 def triu(xp, x, k=0):
     """The upper triangle of the last two axes: values below diagonal ``k`` become 0. The gradient
     keeps the same triangle."""
@@ -444,7 +471,8 @@ def triu(xp, x, k=0):
 def pad(t: Tensor, pad_width: Any, mode: str = "constant", constant_values: float = 0) -> Tensor:
     """``t`` with ``constant_values`` added before and after each axis, as numpy's ``pad``:
     ``pad_width`` is an int (every side), ``(before, after)`` (every axis), or one pair per axis.
-    The gradient is the middle part of ``g``, where ``t``'s values went."""
+    The gradient is the middle part of ``g``, where ``t``'s values went; forward rule (JVP): the
+    tangent padded with zeros."""
     if mode != "constant":
         raise InvalidArgumentError(f"pad: only mode='constant' is supported, got mode={mode!r}; build other modes "
                                    f"from slices and tk.concat")
@@ -459,11 +487,15 @@ def pad(t: Tensor, pad_width: Any, mode: str = "constant", constant_values: floa
         raise InvalidArgumentError(f"pad: pad widths must be ints >= 0: one for every side, (before, after) for every "
                                    f"axis, or one pair per axis ({t.ndim} pairs); got {pad_width!r}") from None
     inner = tuple(slice(int(before), int(before) + n) for (before, _), n in zip(widths, t.shape))
-    xp, device = t.device.xp, t.device
-    out = xp.full(tuple(int(b + a) + n for (b, a), n in zip(widths, t.shape)), constant_values, dtype=t.dtype,
-                  **device._placement())
-    out[inner] = t.data
-    return emit("pad", out, (t,), (_middle,), (inner,), device)
+    shape = tuple(int(b + a) + n for (b, a), n in zip(widths, t.shape))
+
+    def padded(values: Any, constant: float) -> Any:
+        out = t.device.xp.full(shape, constant, dtype=values.dtype, **t.device._placement())
+        out[inner] = values
+        return out
+
+    return emit("pad", padded(t.data, constant_values), (t,), (_middle,), (inner,), t.device,
+                lambda tangents, *_: padded(tangents[0], 0))
 
 
 def _middle(g: Any, inner: tuple) -> Any:

@@ -1,0 +1,180 @@
+"""Forward mode: ``tk.jvp`` carries a tangent beside each value through ``f``, and no tape records it.
+
+Each op's forward rule (its JVP, ``J t``) sits beside its backward rule (``Jᵀ g``), with the
+conventions in ``tapekit/ops/core.py``. Inside ``jvp``, ``emit`` hands every op's output to
+``carry``, which runs the op's forward rule on its operands' tangents. Tangents are kept by tensor
+id, as gradients are, so a traced handle of a value (same id) carries the value's tangent. One call
+pushes one input direction through ``f``; ``jacfwd`` builds a Jacobian one direction at a time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from contextvars import ContextVar
+from typing import Any, Callable, Iterator, Sequence
+
+import numpy as np
+
+from .devices import dtype_name, is_floating
+from .errors import DeviceMismatchError, DTypeError, InvalidArgumentError, ShapeError, TapekitError
+from .tensor import Tensor
+
+__all__ = ["jvp", "jacfwd"]
+
+ELEMENTWISE = "elementwise"  # an op's forward rule: its backward rules, on tangents broadcast to its output
+LINEAR = "linear"  # an op's forward rule: the forward itself, applied to the tangent
+
+on = False  # read by emit: True while any thread is inside jvp
+_depth = 0
+_lock = threading.Lock()
+_tangents: ContextVar[dict[int, Any] | None] = ContextVar("tapekit_tangents", default=None)
+
+
+def jvp(f: Callable[..., Any], primals: Any, tangents: Any) -> tuple[Any, Any]:
+    """Forward mode: ``f``'s outputs at ``primals`` and their tangents ``J t`` along ``tangents``.
+
+    ``primals`` is a tensor or a sequence of them (floating, on no tape), ``tangents`` one tangent
+    per primal of its shape (a tensor, an array or a number). ``f`` returns a tensor or a tuple or
+    list of them; the tangents come back in the same form, as tensors on no tape. One call is one
+    pass through ``f`` beside its values: each op's output gets its tangent from the op's forward
+    rule, and nothing is recorded on any tape. An output that does not depend on the primals has a
+    zero tangent. As in JAX's ``jax.jvp`` and ``torch.func.jvp``."""
+    single = isinstance(primals, Tensor)
+    primals, tangents = _primals(primals, tangents)
+    if _tangents.get() is not None:
+        raise InvalidArgumentError("tk.jvp inside tk.jvp (forward over forward) is not supported: the inner pass's "
+                                   "tangents are plain arrays that the outer pass cannot see. For a second "
+                                   "derivative, take tk.jvp of a gradient (forward over reverse).")
+    inputs = [Tensor(p.data, p.device) for p in primals]  # own ids: a primal given twice takes two tangents
+    with _carrying({t.id: d for t, d in zip(inputs, tangents)}) as table:
+        outputs = f(inputs[0]) if single else f(*inputs)
+    return outputs, _output_tangents(outputs, table)
+
+
+def jacfwd(f: Callable[[Tensor], Tensor], x: Tensor) -> Tensor:
+    """The Jacobian of ``f`` at ``x`` by forward mode, of shape ``f(x).shape + x.shape``: one
+    ``jvp`` per element of ``x``, along each basis direction, gives one column. (Reverse mode
+    gives a row per backward: it is cheaper when ``f`` has fewer outputs than inputs.)"""
+    if not isinstance(x, Tensor):
+        raise InvalidArgumentError(f"jacfwd takes a tensor x, got a {type(x).__name__}; make it with dev.tensor(values)")
+    xp, n = x.device.xp, x.size
+    index = xp.arange(n, **x.device._placement())
+    columns, out = [], None
+    for i in range(max(n, 1)):
+        basis = xp.reshape(xp.astype(index == i, x.dtype), x.shape)  # 1 at element i: no setitem, any namespace
+        out, column = jvp(f, x, Tensor(basis, x.device))
+        if not isinstance(out, Tensor):
+            raise InvalidArgumentError(f"jacfwd: f must return one tensor, got a {type(out).__name__}")
+        columns.append(xp.reshape(column.data, (out.size,)))
+    jac = xp.stack(columns, axis=-1) if n else xp.zeros((out.size, 0), dtype=out.dtype, **x.device._placement())
+    return Tensor(x.device.count(xp.reshape(jac, out.shape + x.shape)), x.device)
+
+
+def carry(result: Tensor, name: str, inputs: Sequence[Any], rules: Sequence[Any], saved: tuple, jvp: Any) -> Tensor:
+    """``result``, the output of the op ``name``, given its tangent from the op's forward rule ``jvp``
+    (see ``tapekit/ops/core.py``) when an operand has one in this context's ``jvp``."""
+    table = _tangents.get()
+    if table is None:
+        return result
+    given = tuple([table.get(getattr(t, "id", None)) for t in inputs])  # a number has no id, and no tangent
+    if all([t is None for t in given]):
+        return result
+    if jvp is None:
+        raise TapekitError(f"{name} has no forward rule, so tk.jvp cannot push a tangent through it; use reverse "
+                           f"mode (backward) for this function")
+    tangent = _elementwise(result, given, rules, saved) if jvp is ELEMENTWISE else jvp(given, *saved)
+    if tangent is not None:
+        table[result.id] = tangent
+    return result
+
+
+def _elementwise(result: Tensor, given: tuple, rules: Sequence[Any], saved: tuple) -> Any:
+    """The forward rule of an op that is elementwise on operands broadcast to its output: each
+    operand's backward rule applied to its tangent, broadcast to the output's shape, summed."""
+    xp, shape = result.device.xp, result.data.shape
+    total = None
+    for tangent, rule in zip(given, rules):
+        if tangent is not None:
+            part = rule(tangent if tangent.shape == shape else xp.broadcast_to(tangent, shape), *saved)
+            total = part if total is None else total + part
+    return total
+
+
+@contextlib.contextmanager
+def _carrying(table: dict[int, Any]) -> Iterator[dict[int, Any]]:
+    """Inside the block, every op in this context carries tangents in ``table``."""
+    global on, _depth
+    token = _tangents.set(table)
+    with _lock:
+        _depth += 1
+        on = True
+    try:
+        yield table
+    finally:
+        _tangents.reset(token)
+        with _lock:
+            _depth -= 1
+            on = _depth > 0
+
+
+def _primals(primals: Any, tangents: Any) -> tuple[list[Tensor], list[Any]]:
+    """The checked primals and their tangents as arrays of the primals' shapes, dtypes and devices."""
+    if isinstance(primals, Tensor):  # one primal: one tangent, whatever its form
+        primals, tangents = [primals], [tangents]
+    elif isinstance(primals, (list, tuple)) and isinstance(tangents, (list, tuple)):
+        primals, tangents = list(primals), list(tangents)
+    else:
+        raise InvalidArgumentError(f"jvp takes a tensor and its tangent, or a tuple of tensors and a tuple of their "
+                                   f"tangents, got a {type(primals).__name__} and a {type(tangents).__name__}")
+    if len(primals) != len(tangents):
+        raise InvalidArgumentError(f"jvp: {len(primals)} primals but {len(tangents)} tangents; give one tangent per "
+                                   f"primal, as a tuple (tk.jvp(f, (x, y), (dx, dy)))")
+    return primals, [_tangent(i, p, t) for i, (p, t) in enumerate(zip(primals, tangents))]
+
+
+def _tangent(i: int, primal: Any, tangent: Any) -> Any:
+    if not isinstance(primal, Tensor):
+        raise InvalidArgumentError(f"jvp: primal {i} is a {type(primal).__name__}; pass tensors (dev.tensor(values))")
+    if not is_floating(primal.dtype):
+        raise DTypeError(f"jvp: primal {i} has dtype {dtype_name(primal.dtype)}, which has no tangent; make it with "
+                         f"dtype='float32' or 'float64'")
+    if primal.tape is not None:
+        raise InvalidArgumentError(f"jvp: primal {i} carries a tape, but forward mode records nothing, so no gradient "
+                                   f"could flow back through it; pass x.detach() (or the tensor before trace())")
+    device = primal.device
+    if isinstance(tangent, Tensor):
+        if tangent.device is not device and tangent.device.place != device.place:
+            raise DeviceMismatchError(f"jvp: tangent {i} is on {tangent.device!r} but its primal is on {device!r}; "
+                                      f"move it with .to(device)")
+        data = tangent.data
+    else:
+        data = device.from_numpy(np.asarray(tangent, dtype=np.float64))
+    if tuple(data.shape) != primal.shape:
+        raise ShapeError(f"jvp: tangent {i} has shape {tuple(data.shape)} but its primal has {primal.shape}; a "
+                         f"tangent is a direction in the primal's space, of its shape")
+    return data if data.dtype == primal.dtype else device.xp.astype(data, primal.dtype)
+
+
+def _output_tangents(outputs: Any, table: dict[int, Any]) -> Any:
+    """The tangent of each output, as tensors in the outputs' form (a tensor, tuple or list)."""
+    many = isinstance(outputs, (tuple, list))
+    for i, out in enumerate(outputs if many else [outputs]):
+        if not isinstance(out, Tensor):
+            raise InvalidArgumentError(f"jvp: f must return a tensor or a tuple or list of them; output {i} is a "
+                                       f"{type(out).__name__}")
+        if not is_floating(out.dtype):
+            raise DTypeError(f"jvp: output {i} has dtype {dtype_name(out.dtype)}: indices (argmax), truth values "
+                             f"(comparisons, any, all) have no tangent; return a floating tensor")
+    tangents = [_tangent_of(out, table) for out in (outputs if many else [outputs])]
+    return type(outputs)(tangents) if many else tangents[0]
+
+
+def _tangent_of(out: Tensor, table: dict[int, Any]) -> Tensor:
+    tangent = table.get(out.id)
+    xp = out.device.xp
+    if tangent is None:  # the output does not depend on the primals
+        tangent = xp.zeros_like(out.data)
+    elif tangent.dtype != out.dtype:
+        tangent = xp.astype(tangent, out.dtype)
+    return Tensor(out.device.count(tangent), out.device)
