@@ -17,9 +17,11 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from . import forward
 from .backward import backward
 from .devices import dtype_name, is_floating
 from .errors import DTypeError, InvalidArgumentError, OperandError, ShapeError
+from .forward import jacfwd, jvp
 from .ops import reshape, stack
 from .tapes import UnionTape
 from .tensor import Tensor
@@ -69,26 +71,27 @@ def jacobian(f: Callable[[Tensor], Tensor], x: Tensor, mode: str = "rev") -> Ten
         rows = [pull(_unit(out, i))[0] for i in range(out.size)]
         return _assembled(rows, out.shape + x.shape, x)
     if mode == "fwd":
-        from .forward import jvp  # forward mode: tapekit.forward
         _traced((x,), (0,), "jacobian")
-        columns = [jvp(f, (x,), (_unit(x, j),))[1] for j in range(x.size)]
-        moved = _assembled(columns, (x.size,) + _out_shape(columns, x), x)
-        return _columns_last(moved, x)
+        return jacfwd(f, x)
     raise InvalidArgumentError(f"jacobian: mode must be 'rev' (a backward per output value) or 'fwd' (a forward "
                                f"pass per input value), got {mode!r}")
 
 
 def hessian(f: Callable[[Tensor], Tensor], x: Tensor) -> Tensor:
     """The Hessian of ``f`` (one value) at ``x``: the Jacobian of its gradient, of shape
-    ``x.shape + x.shape``, built a row at a time by reverse mode over reverse mode."""
-    return jacobian(grad(f), x, mode="rev")
+    ``x.shape + x.shape``, a column per forward pass through the recorded backward (forward mode
+    over reverse mode, as ``jax.hessian``). Inside another transform (``x`` carries a tape), where
+    forward mode cannot pass a tangent back, row by row: reverse mode over reverse mode."""
+    return jacobian(grad(f), x, mode="fwd" if x.tape is None else "rev")
 
 
 def hvp(f: Callable[[Tensor], Tensor], x: Tensor, v: Tensor) -> Tensor:
     """The Hessian of ``f`` at ``x`` times ``v`` (``x``'s shape), without building the Hessian: the
-    derivative of ``grad(f)`` along ``v``, forward mode over reverse mode."""
-    from .forward import jvp  # forward mode: tapekit.forward
-    return jvp(grad(f), (x,), (v,))[1]
+    derivative of ``grad(f)`` along ``v``, one forward pass through the recorded backward (forward
+    mode over reverse mode). Inside another transform, the gradient of ``grad(f) · v``."""
+    if x.tape is None:
+        return jvp(grad(f), (x,), (v,))[1]
+    return grad(lambda y: (grad(f)(y) * v).sum())(x)
 
 
 # -- helpers -----------------------------------------------------------------------------------------
@@ -102,7 +105,7 @@ def _argnums(argnums: Any, n: int, what: str) -> tuple[int, ...]:
 
 def _traced(args: Sequence[Any], picked: Sequence[int], what: str) -> tuple[list[Any], bool]:
     """The arguments with those differentiated traced (on one fresh UnionTape, unless one carries a
-    tape already), and whether one did: then this transform runs inside another."""
+    tape already), and whether this transform runs inside another (one did, or inside ``tk.jvp``)."""
     args = list(args)
     for i in picked:
         t = args[i]
@@ -112,12 +115,12 @@ def _traced(args: Sequence[Any], picked: Sequence[int], what: str) -> tuple[list
         if not is_floating(t.dtype):
             raise DTypeError(f"tk.{what}: argument {i} has dtype {dtype_name(t.dtype)}, which has no derivative; "
                              f"pass a float tensor, e.g. dev.tensor(values, dtype='float64')")
-    nested = any(args[i].tape is not None for i in picked)
-    if not nested:
+    traced = any(args[i].tape is not None for i in picked)
+    if not traced:
         tape = UnionTape()
         for i in picked:
             args[i] = args[i].trace(tape)
-    return args, nested
+    return args, traced or forward._tangents.get() is not None  # inside tk.jvp, the backward is recorded too
 
 
 def _pulled_back(out: Tensor, seed: Any, wrt: Sequence[Tensor], nested: bool, retain: bool = False) -> list[Tensor]:
@@ -148,13 +151,3 @@ def _assembled(parts: list[Tensor], shape: tuple, x: Tensor) -> Tensor:
     if not parts:
         return Tensor(x.device.xp.zeros(shape, dtype=x.dtype, **x.device._placement()), x.device)
     return reshape(stack(parts), shape)
-
-
-def _out_shape(columns: list[Tensor], x: Tensor) -> tuple:
-    return tuple(columns[0].shape) if columns else ()
-
-
-def _columns_last(moved: Tensor, x: Tensor) -> Tensor:
-    """A stack of Jacobian columns (input index first) as the Jacobian, input axes last."""
-    flat = reshape(moved, (x.size, -1))
-    return reshape(flat.T, moved.shape[1:] + x.shape)
