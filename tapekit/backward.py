@@ -44,34 +44,62 @@ def backward(outputs: Any, seeds: Sequence[Any] | None = None, retain: bool = Fa
     check_one_policy(outputs, tapes, "tk.backward")
     names = ", ".join(out.label for out in outputs)
     stores = list(dict.fromkeys(tape._store() for tape in tapes))
-    cov = Coverage([]) if _holds_history(outputs, stores) else coverage(outputs, stores)
-    if not cov.complete:
-        if not tapes[0].allows_partial:
-            raise TapeConsumedError(cov.summary(names))
-        warnings.warn(cov.summary(names), IncompleteTapeWarning, stacklevel=_caller_level())
+    cov = _checked_coverage(outputs, stores, tapes[0], names)
     records = sorted((rec for store in stores for rec in store._all_records()), key=_by_id)
+    planned = Planned([store._grads for store in stores])
     if create_graph:
         from .create_graph import recorded_backward
-        planned = Planned([store._grads for store in stores])
         grads = recorded_backward(outputs, seeds, tapes, records, planned.arrays, _rule_error)
-        grads._why.update(cov.missed)
-        grads._partial |= cov.incomplete | cov.missed.keys()
-        return grads.drop_non_leaves()
-    found = _run(records, Planned([store._grads for store in stores]), outputs, seeds)
-    # every rule has run: only now do the tapes change
-    tape = merge_tapes(tapes, "backward")
-    grads = tape._take(retain, records)
+    else:
+        found = _run(records, planned, outputs, seeds)
+        grads = _taken(tapes, records, outputs, retain, names)  # every rule has run: only now do the tapes change
+        found.add_to(grads, outputs[0].device)
     grads._why.update(cov.missed)
     grads._partial |= cov.incomplete | cov.missed.keys()  # a missed tensor may still get a zero entry elsewhere
-    grads._ran = tape._store()._ref
-    if not retain:
-        by = f"the backward on {names}"
-        for rec in records:  # what each record saved is let go
-            rec.rules = rec.saved = rec.home = None
-            rec.consumed_by = by
-        tape._after_backward(outputs, by)
-    found.add_to(grads, outputs[0].device)
     return grads.drop_non_leaves()
+
+
+def _run(records: list[Record], planned: Planned, outputs: Sequence[Tensor], seeds: Sequence[Any]) -> Found:
+    """The chain rule, over the records newest first: each record's rule for an operand maps the
+    gradient of the record's output to that operand's part, which is added to the operand's
+    gradient. Returns what was found. Nothing else changes but zeroed buffers that rules write
+    into, which are zeroed again if a rule fails. A record that no output reaches runs no rule; its
+    operands get zero entries at the end, if nothing else gave them one.
+    """
+    found = Found(records, planned, outputs[0].device)
+    for out, seed in zip(outputs, seeds):
+        found.add(out.id, seed)
+    rec = tid = None
+    try:
+        for rec in reversed(records):  # newest first: every use of a tensor runs before the op that made it
+            tid = None  # the operand whose rule runs (an error names it)
+            g = found.gradient(rec.out)
+            if g is None:  # no output depends on this record
+                found.unreached.append(rec)
+                continue
+            for tid, shape, rule in zip(rec.inputs, rec.shapes, rec.rules):
+                if rule is not None and tid in found.wanted:
+                    found.add(tid, found.rule_result(rec, tid, rule, g, shape))
+        rec = tid = None
+        found.zero_unreached()
+    except BaseException as err:
+        found.undo()
+        if not isinstance(err, Exception) or isinstance(err, NonFiniteError):  # an interrupt stays one
+            raise
+        raise _rule_error(rec, tid, err) from err
+    return found
+
+
+def _checked_coverage(outputs: Sequence[Tensor], stores: list[Tape], tape: Tape, names: str) -> Coverage:
+    """What a backward over the tapes ``stores`` sees of the outputs' history. When it cannot see
+    all of it, ``tape``'s policy says what happens: a ``TapeConsumedError``, or (the dfdx policies)
+    an ``IncompleteTapeWarning`` and a partial result."""
+    cov = Coverage([]) if _holds_history(outputs, stores) else coverage(outputs, stores)
+    if not cov.complete:
+        if not tape.allows_partial:
+            raise TapeConsumedError(cov.summary(names))
+        warnings.warn(cov.summary(names), IncompleteTapeWarning, stacklevel=_caller_level())
+    return cov
 
 
 def _caller_level() -> int:
@@ -95,6 +123,22 @@ def _holds_history(outputs: Sequence[Tensor], stores: Iterable[Tape]) -> bool:
     return all(home is not None and store_at(home) in stores for home in homes.values())
 
 
+def _taken(tapes: list[Tape], records: list[Record], outputs: Sequence[Tensor], retain: bool,
+           names: str) -> Gradients:
+    """The gradient entries of the merge of ``tapes``, taken from it. Unless ``retain``, the
+    records that ran let go of what they saved, and each tape is left as its policy says."""
+    tape = merge_tapes(tapes, "backward")
+    grads = tape._take(retain, records)
+    grads._ran = tape._store()._ref
+    if not retain:
+        by = f"the backward on {names}"
+        for rec in records:
+            rec.rules = rec.saved = rec.home = None
+            rec.consumed_by = by
+        tape._after_backward(outputs, by)
+    return grads
+
+
 class Planned:
     """What the merge of the outputs' tapes will hold, read before any tape changes: their
     gradient entries (the right tape's entry wins on equal ids, as in a merge), which of them are
@@ -112,26 +156,116 @@ class Planned:
 
 
 class Found:
-    """The gradients one backward found, kept apart from the tapes' entries until every rule has
-    run: ``arrays`` are this backward's sums, ``filled`` the zeroed buffers rules wrote into."""
+    """The gradients one backward finds, kept apart from the tapes' entries until every rule has
+    run (``arrays``: tensor id -> gradient). On the chain rule's path are ``gradient`` (all of a
+    tensor's gradient), ``rule_result`` (one rule's part of an operand's) and ``add`` (that part
+    added to the operand's gradient); the rest is bookkeeping, each piece named."""
 
-    def __init__(self, device: Any) -> None:
+    def __init__(self, records: Sequence[Record], planned: Planned, device: Any) -> None:
         self.arrays: dict[int, Any] = {}
-        self.mine: set[int] = set()  # sums this backward made, which it may add into in place
-        self.filled: list[int] = []
+        self.held = planned.arrays  # the entries the tapes held before: part of each gradient
+        self.mine: set[int] = set()  # arrays this backward made or filled, which it may add into in place
+        self.buffers = set(planned.clean) if device.takes_out else set()  # zeroed buffers a rule may write into
+        self.filled: set[int] = set()  # the buffers rules wrote into
+        self.leaves = planned.leaves
+        self.wanted = _wanted(records, planned.leaves)
+        self.unreached: list[Record] = []  # records no output reaches, newest first
         self.fresh = self.fresh_bytes = 0  # arrays this backward made, counted on the device at the end
-        self.nbytes_of = device.nbytes_of
+        self.device, self.xp, self.nbytes_of = device, device.xp, device.nbytes_of
 
-    def made(self, array: Any) -> None:
-        """Count an array this backward made."""
+    def gradient(self, tid: int) -> Any:
+        """The gradient of ``tid``, a record's output, once every use of ``tid`` ran: what this
+        backward found, plus the entry its tape held before (``None`` when neither)."""
+        kept = self.leaves is None or tid in self.leaves  # else let go of now: dropped at the end anyway
+        g = self.arrays.get(tid) if kept else self.arrays.pop(tid, None)
+        held = self.held.get(tid)
+        if held is None or tid in self.filled:  # a filled buffer is the tape's entry and what was found
+            return g
+        return held if g is None else held + g
+
+    def rule_result(self, rec: Record, tid: int, rule: Callable, g: Any, shape: tuple) -> Any:
+        """``rule(g, *rec.saved)``: operand ``tid``'s part of the gradient from record ``rec``,
+        summed back to the operand's ``shape`` where the op broadcast it."""
+        if tid in self.buffers and tid not in self.arrays:
+            return self._filled(rec, tid, rule, g, shape)
+        gi = rule(g, *rec.saved)
+        if gi.shape != shape:
+            gi = unbroadcast(self.xp, gi, shape)
+        if gi is not g:  # made by the rule: counted (``made``, inline on the hot path)
+            self.fresh += 1
+            self.fresh_bytes += self.nbytes_of(gi)
+        if anomaly.on:
+            anomaly.check_rule(rec, tid, gi, g, self.device)
+        return gi
+
+    def add(self, tid: int, grad: Any) -> None:
+        """Add ``grad`` to the gradient found for ``tid``: kept as it is on first arrival (it may
+        be another entry's array), summed into a new array on the second, in place after that."""
+        old = self.arrays.get(tid)
+        if old is None:
+            self.arrays[tid] = grad
+        elif tid in self.mine:
+            old += grad if grad.dtype == old.dtype else self.xp.astype(grad, old.dtype)
+        else:
+            self.arrays[tid] = self.made(updatable(old + (grad if grad.dtype == old.dtype
+                                                          else self.xp.astype(grad, old.dtype))))
+            self.mine.add(tid)
+
+    # -- bookkeeping -----------------------------------------------------------------------------
+    def made(self, array: Any) -> Any:
+        """Count an array this backward made (added to the device's count once the backward
+        succeeded, so a failed one changes nothing), and return it."""
         self.fresh += 1
         self.fresh_bytes += self.nbytes_of(array)
+        return array
+
+    def _filled(self, rec: Record, tid: int, rule: Callable, g: Any, shape: tuple) -> Any:
+        """The rule's result for ``tid`` written into its zeroed buffer (``alloc_grads``, numpy and
+        CuPy), which then is what was found for ``tid``: a rule that can (a matmul) writes into it,
+        an un-broadcast sums into it; otherwise the result is copied in. A preallocated MLP step
+        allocates no array for any parameter's gradient."""
+        buf = self.held[tid]
+        if getattr(rule, "fills", False):
+            rule(g, *rec.saved, out=buf)
+        else:
+            gi = rule(g, *rec.saved)
+            if gi is not g:
+                self.made(gi)
+            if gi.shape == shape:
+                buf[...] = gi
+            else:
+                unbroadcast(self.xp, gi, shape, out=buf)
+        self.buffers.discard(tid)
+        self.filled.add(tid)
+        self.mine.add(tid)
+        if anomaly.on:
+            anomaly.check_rule(rec, tid, buf, g, self.device)
+        return buf
+
+    def zero_unreached(self) -> None:
+        """Zero gradients for the operands of the unreached records that got no entry, since every
+        operand of a recorded op gets one (with a leaf set, only leaves are kept). The search ends
+        once each of them has one."""
+        lacking = set().union(*(rec.inputs for rec in self.unreached)) if self.leaves is None else set(self.leaves)
+        lacking.difference_update(self.arrays, self.held, (None,))
+        for rec in self.unreached:
+            if lacking.isdisjoint(rec.inputs):
+                if not lacking:
+                    return
+                continue
+            for tid, shape in zip(rec.inputs, rec.shapes):
+                if tid in lacking:
+                    place = self.device._placement()
+                    self.arrays[tid] = self.made(self.xp.zeros(shape, dtype=rec.dtype, **place))
+                    lacking.discard(tid)
 
     def add_to(self, grads: Gradients, device: Any) -> None:
         """Add what was found into ``grads`` (the merged tape's entries)."""
         for tid in self.filled:
             grads.filled(tid)
         for tid, arr in self.arrays.items():
+            if tid in self.filled:
+                continue  # already the tape's own entry
             if tid not in grads._arrays and tid in self.mine:
                 grads._arrays[tid] = arr
                 grads._owned.add(tid)
@@ -140,118 +274,24 @@ class Found:
         device.allocations += self.fresh
         device.allocated_bytes += self.fresh_bytes
 
-    def undo(self, planned: Planned) -> None:
+    def undo(self) -> None:
         """Zero the buffers rules wrote into again: the tapes' entries are as they were."""
         for tid in self.filled:
-            planned.arrays[tid][...] = 0
+            self.held[tid][...] = 0
 
 
-def _run(records: list[Record], planned: Planned, outputs: Sequence[Tensor], seeds: Sequence[Any]) -> Found:
-    """Run the records newest-first, each rule mapping its output's gradient to an operand's, and
-    return what was found. Nothing outside the result changes, but for zeroed buffers that rules
-    write into, which are zeroed again if a rule fails. A record that no output reaches runs no
-    rule; its operands get zero entries at the end, if nothing else gave them one.
-
-    With a leaf set, work whose result the end of backward would drop is skipped: an operand that
-    no record of this backward made and that is not a leaf (an input batch, a constant) gets no
-    gradient, and an output's gradient is let go as soon as the record that made it has run.
-    """
-    device = outputs[0].device
-    xp = device.xp
-    found = Found(device)
-    arrays, mine, have = found.arrays, found.mine, planned.arrays
-    get, nbytes_of = arrays.get, device.nbytes_of
-    fresh = fresh_bytes = 0  # arrays the rules made (found.made's count, kept in locals on the hot path)
-    clean = set(planned.clean) if device.takes_out else ()  # zeroed buffers a rule may write into
-    leaves = planned.leaves
-    wanted = None  # with a leaf set: the ids whose gradients are of use (the rest is dropped at the end)
-    if leaves is not None:
-        wanted = {rec.out for rec in records}
-        wanted.update(leaves)  # in place: a long tape's set is not copied
-    for out, seed in zip(outputs, seeds):
-        _add(found, out.id, seed, xp)
-    rec, tid, checking = None, None, anomaly.on
-    unreached: list[Record] = []  # records no output reaches: their operands get zero entries at the end
-    try:
-        for rec in reversed(records):
-            tid = None
-            rules, saved = rec.rules, rec.saved
-            g = get(rec.out)
-            if rec.out in have:  # an entry the tape held before this backward adds to the gradient
-                g = have[rec.out] if g is None else have[rec.out] + g
-            if g is None:
-                unreached.append(rec)
-                continue
-            for tid, shape, rule in zip(rec.inputs, rec.shapes, rules):
-                if rule is None or (wanted is not None and tid not in wanted):
-                    continue
-                if tid in clean:
-                    _write_into_buffer(found, planned.arrays[tid], tid, rule, g, saved, shape, xp)
-                    clean.discard(tid)
-                    if checking:
-                        anomaly.check_rule(rec, tid, planned.arrays[tid], g, device)
-                    continue
-                gi = rule(g, *saved)
-                if gi.shape != shape:
-                    gi = unbroadcast(xp, gi, shape)
-                if checking:
-                    anomaly.check_rule(rec, tid, gi, g, device)
-                if gi is not g:
-                    fresh += 1
-                    fresh_bytes += nbytes_of(gi)
-                old = get(tid)  # _add's two common cases, inline on the hot path
-                if old is None:
-                    arrays[tid] = gi
-                elif tid in mine and old.dtype == gi.dtype:
-                    old += gi
-                else:
-                    _add(found, tid, gi, xp)
-            if leaves is not None and rec.out not in leaves:  # used, and no leaf: let it go now
-                arrays.pop(rec.out, None)
-        found.fresh += fresh
-        found.fresh_bytes += fresh_bytes
-        rec = tid = None
-        _zero_entries(found, unreached, have, leaves, device)
-    except BaseException as err:
-        found.undo(planned)
-        if not isinstance(err, Exception) or isinstance(err, NonFiniteError):  # an interrupt stays one
-            raise
-        raise _rule_error(rec, tid, err) from err
-    return found
-
-
-def _zero_entries(found: Found, unreached: list[Record], have: dict[int, Any], leaves: frozenset[int] | None,
-                  device: Any) -> None:
-    """Zero gradients for the operands of the ``unreached`` records (newest first) that got no
-    entry, since every operand of a recorded op gets one (with a leaf set, only leaves are kept).
-    The search ends once each of them has one."""
-    arrays = found.arrays
-    lacking = set().union(*(rec.inputs for rec in unreached)) if leaves is None else set(leaves)
-    lacking.difference_update(arrays, have, (None,))
-    for rec in unreached:
-        if lacking.isdisjoint(rec.inputs):
-            if not lacking:
-                return
-            continue
-        for tid, shape in zip(rec.inputs, rec.shapes):
-            if tid in lacking:
-                arrays[tid] = device.xp.zeros(shape, dtype=rec.dtype, **device._placement())
-                found.made(arrays[tid])
-                lacking.discard(tid)
-
-
-def _add(found: Found, tid: int, grad: Any, xp: Any) -> None:
-    """Add ``grad`` to what was found for ``tid``: kept as is on first arrival (it may alias
-    another entry), summed into a new array on the second, in place after that."""
-    old = found.arrays.get(tid)
-    if old is None:
-        found.arrays[tid] = grad
-    elif tid in found.mine:
-        old += grad if grad.dtype == old.dtype else xp.astype(grad, old.dtype)
-    else:
-        found.arrays[tid] = updatable(old + (grad if grad.dtype == old.dtype else xp.astype(grad, old.dtype)))
-        found.mine.add(tid)
-        found.made(found.arrays[tid])
+def _wanted(records: Sequence[Record], leaves: frozenset[int] | None) -> set[int]:
+    """The ids whose gradients the rules compute: without a leaf set, every operand's. With one,
+    the leaves' and the records' outputs' (those on the way to a leaf), and the gradient of a
+    record's output is let go of once all of it arrived: a chain of 12 tanh ops of 256 x 256 then
+    peaks at under 4 gradient arrays instead of 13. An operand that no record made and that is no
+    leaf (an input batch, a constant) would be dropped at the end anyway, so its rule is not run:
+    the MLP step of the benchmarks (W2) skips its largest matmul, the gradient of the input batch."""
+    if leaves is None:
+        return set().union(*(rec.inputs for rec in records))
+    wanted = {rec.out for rec in records}
+    wanted.update(leaves)  # in place: a long tape's set is not copied
+    return wanted
 
 
 def _rule_error(rec: Record | None, tid: int | None, err: Exception) -> BackwardError:
@@ -259,23 +299,6 @@ def _rule_error(rec: Record | None, tid: int | None, err: Exception) -> Backward
             else f"backward at {rec.line()}" if rec is not None else "backward")
     return BackwardError(f"{what} raised {type(err).__name__}: {err}. Nothing changed: every tape and gradient "
                          f"is as it was before this backward, so fix the cause and call backward again.")
-
-
-def _write_into_buffer(found: Found, buf: Any, tid: int, rule: Callable, g: Any, saved: tuple, shape: tuple,
-                       xp: Any) -> None:
-    """The gradient of operand ``tid``, whose entry is a zeroed preallocated buffer ``buf``: a rule
-    that can write into it does, an un-broadcast sums into it; otherwise it is copied in."""
-    if getattr(rule, "fills", False):
-        rule(g, *saved, out=buf)
-    else:
-        gi = rule(g, *saved)
-        if gi is not g:
-            found.made(gi)
-        if gi.shape == shape:
-            buf[...] = gi
-        else:
-            unbroadcast(xp, gi, shape, out=buf)
-    found.filled.append(tid)
 
 
 def _tape_of(out: Any) -> Tape:

@@ -47,42 +47,60 @@ from ..tensor import Tensor
 def emit(name: str, out: Any, inputs: Sequence[Any], rules: Sequence[Callable], saved: tuple, device: Any,
          jvp: Any = None) -> Tensor:
     """Wrap ``out`` in a tensor and, when an operand carries a tape (or a GlobalTape block is
-    active), record the op on the operands' merged tape: ``rules[i](g, *saved)`` is operand ``i``'s
-    gradient. Tapes change only once the record is made: an op that fails leaves none merged or moved.
-    Inside ``tk.jvp``, the output also gets its tangent from the forward rule ``jvp`` (``forward.carry``)."""
-    made = out  # what the forward saved, when it saved its output
-    if type(out) is not np.ndarray and isinstance(out, np.generic):
+    active), make the op's record and put it on the operands' merged tape: ``rules[i](g, *saved)``
+    is operand ``i``'s gradient. Tapes change only once the record is made: an op that fails leaves
+    none merged or moved. Inside ``tk.jvp``, the output also gets its tangent from the forward rule
+    ``jvp`` (``forward.carry``)."""
+    made = out  # what the forward saved, when it saved its output (see ``saved_links``)
+    if type(out) is not np.ndarray and isinstance(out, np.generic):  # numpy made a 0-d result a scalar
         out = np.asarray(out)
-    checking = anomaly.on
-    if checking:
+    if anomaly.on:
         anomaly.check_output(name, out, inputs, device)
     device.count(out)
-    tape = merging = None
-    for t in inputs:  # the common cases: one tape among the operands, or a GlobalTape block's own
+    tapes = _tapes_to_record_on(inputs, name)
+    if not tapes:  # no operand carries a tape: inference records nothing
+        result = Tensor(out, device)
+        return forward.carry(result, name, inputs, rules, saved, jvp) if forward.on else result
+    rid = next_id()
+    result = Tensor(out, device)
+    rec = result._record = _make_record(rid, name, inputs, rules, saved, result.id, out)
+    if saved:
+        rec.links = saved_links(saved, inputs, made)
+    tape = result._tape = tapes[0] if len(tapes) == 1 else merge_tapes(tapes, f"#{rid} {name}")
+    tape._record(rec)
+    if tape.moves:
+        _spend_handles(inputs, rec)
+    return forward.carry(result, name, inputs, rules, saved, jvp) if forward.on else result
+
+
+def _tapes_to_record_on(inputs: Sequence[Any], name: str) -> Sequence[Any]:
+    """The tapes whose merge (left to right) the op's record goes on, checked: none spent, one
+    policy; inside a GlobalTape block, its tape; ``()`` when nothing records. The common cases, one
+    tape among the operands or the block's own, skip ``operand_tapes``' full check: it doubles the
+    cost of a small op's recording."""
+    tape = None
+    for t in inputs:
         held = getattr(t, "_tape", None)
         if held is not None and held is not tape:
             tape = held if tape is None else _SEVERAL
     active = _active.get()
     if active and (tape is None or tape is active[-1]):  # a GlobalTape is never spent: nothing to check
-        tape = active[-1]
-        rid = next_id()
-    elif tape is _SEVERAL or active:
-        tapes = operand_tapes(inputs, name)  # checked: none spent, one policy
-        if not tapes:
-            result = Tensor(out, device)
-            return forward.carry(result, name, inputs, rules, saved, jvp) if forward.on else result
-        rid = next_id()
-        tape = tapes[0]
-        merging = tapes if len(tapes) > 1 else None
-    elif tape is None:
-        result = Tensor(out, device)
-        return forward.carry(result, name, inputs, rules, saved, jvp) if forward.on else result
-    else:
-        if tape._spent is not None:
-            raise_spent(tape)
-        rid = next_id()
-    result = Tensor(out, device)
-    if len(inputs) == 1:  # one tensor or two, the common cases, inline
+        return active[-1:]
+    if tape is _SEVERAL or active:
+        return operand_tapes(inputs, name)
+    if tape is None:
+        return ()
+    if tape._spent is not None:
+        raise_spent(tape)
+    return (tape,)
+
+
+def _make_record(rid: int, name: str, inputs: Sequence[Any], rules: Sequence[Callable], saved: tuple, out_id: int,
+                 out: Any) -> Record:
+    """The record of op ``rid``: its operands' ids and shapes, its output, its rules and what they
+    need, and the records that made its operands (for one tensor or two, the common cases, read
+    here; for numbers among them, or more operands, by ``_operands_of_many``)."""
+    if len(inputs) == 1:
         (a,) = inputs
         ids, shapes, first, others = (a.id,), (a.data.shape,), a._record, None
     elif len(inputs) == 2 and type(inputs[0]) is Tensor and type(inputs[1]) is Tensor:
@@ -92,25 +110,22 @@ def emit(name: str, out: Any, inputs: Sequence[Any], rules: Sequence[Callable], 
     else:
         ids, shapes, first, others, rules = _operands_of_many(inputs, rules)
     key = shapes, out.shape
-    rec = Record(rid, name, ids, _shapes.get(key) or shared_shapes(key), result.id, out.dtype, rules, saved, first,
+    rec = Record(rid, name, ids, _shapes.get(key) or shared_shapes(key), out_id, out.dtype, rules, saved, first,
                  others)
-    if saved:
-        rec.links = saved_links(saved, inputs, made)
-    if checking:
+    if anomaly.on:
         anomaly.remember(rec)
-    if merging is not None:
-        tape = merge_tapes(merging, f"#{rid} {name}")
-    result._tape = tape
-    tape._record(rec)
-    result._record = rec
-    if tape.moves:
-        for t in inputs:
-            if type(t) is Tensor and t._tape is not None:
-                t._tape = MovedTape(t.id, rec)
-    return forward.carry(result, name, inputs, rules, saved, jvp) if forward.on else result
+    return rec
 
 
-_SEVERAL = object()  # emit's mark for operands that carry more than one tape
+def _spend_handles(inputs: Sequence[Any], rec: Record) -> None:
+    """Under a policy that moves tapes (OwnedTape), op ``rec`` took its operands' tapes: their
+    handles can no longer record, and say so when used."""
+    for t in inputs:
+        if type(t) is Tensor and t._tape is not None:
+            t._tape = MovedTape(t.id, rec)
+
+
+_SEVERAL = object()  # the mark for operands that carry more than one tape
 _shapes: dict[tuple, tuple] = {}  # every (operand shapes, output shape) seen, kept once
 
 
@@ -306,21 +321,7 @@ def binary(rule_x: Callable, rule_y: Callable) -> Callable[[Callable], Callable[
 
         @forward_of(fn)
         def op(a: Any, b: Any) -> Tensor:
-            if isinstance(a, Tensor):
-                device = a.device
-                x = a.data
-                if isinstance(b, Tensor):
-                    y = b.data
-                    if b.device is not device:
-                        check_devices((a, b), name)
-                else:
-                    y = scalar(b, name)
-            else:
-                if not isinstance(b, Tensor):
-                    raise OperandError(f"{name} needs at least one tensor operand, got two numbers; make one a "
-                                       f"tensor with dev.tensor(value)")
-                device = b.device
-                x, y = scalar(a, name), b.data
+            device, x, y = _two_operands(a, b, name)
             try:
                 out, saved = fn(device.xp, x, y)
             except ValueError:
@@ -337,6 +338,21 @@ def binary(rule_x: Callable, rule_y: Callable) -> Callable[[Callable], Callable[
         return _with_forward_rule(op, "each operand's tangent, broadcast to the output, times its gradient, summed")
 
     return decorate
+
+
+def _two_operands(a: Any, b: Any, name: str) -> tuple:
+    """The device of op ``name``'s operands and their arrays (a number stays a number), checked:
+    at least one tensor, both on one device."""
+    if isinstance(a, Tensor):
+        if isinstance(b, Tensor):
+            if b.device is not a.device:
+                check_devices((a, b), name)
+            return a.device, a.data, b.data
+        return a.device, a.data, scalar(b, name)
+    if not isinstance(b, Tensor):
+        raise OperandError(f"{name} needs at least one tensor operand, got two numbers; make one a "
+                           f"tensor with dev.tensor(value)")
+    return b.device, scalar(a, name), b.data
 
 
 def _as_pytorch_float(fn: Callable, device: Any, out: Any, saved: tuple, operands: tuple, *params: Any,
@@ -402,6 +418,6 @@ _SAID = {ELEMENTWISE: "the tangent times the gradient, elementwise", LINEAR: "th
 def _with_forward_rule(op: Callable, said: str | None) -> Callable:
     """``op`` with its docstring ending in what its forward rule is, where it is one of the shared
     kinds (``said``); an op with a forward rule of its own says it in its own words."""
-    if said is not None:
+    if said is not None and op.__doc__:
         op.__doc__ = f"{op.__doc__.rstrip()}\n\n    Forward rule (JVP): {said}."
     return op
