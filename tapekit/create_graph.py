@@ -132,16 +132,15 @@ def _add(found: dict[int, Tensor], tid: int, grad: Tensor) -> None:
 
 def _finish(found: dict[int, Tensor], unreached: list[Record], entries: dict[int, Any], scratch: UnionTape,
             device: Any) -> None:
-    """Give every operand of the unreached records a zero entry, keep the tapes' other entries,
+    """Give every operand of the unreached records a zero entry, add the entries the tapes held,
     and put every gradient on ``scratch`` (a constant one as a tensor of its own)."""
     xp = device.xp
     for rec in unreached:
         for tid, shape in zip(rec.inputs, rec.shapes):
             if tid is not None and tid not in found and tid not in entries:
                 found[tid] = Tensor(xp.zeros(shape, dtype=rec.dtype, **device._placement()), device)
-    for tid, entry in entries.items():
-        if tid not in found:
-            found[tid] = Tensor(entry, device)
+    for tid, entry in entries.items():  # an entry the tapes held is part of the gradient
+        found[tid] = _with_entry(found.get(tid), entry, device)
     for tid, grad in found.items():
         if grad.tape is None:
             found[tid] = grad._handle(scratch)
