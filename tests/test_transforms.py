@@ -134,3 +134,29 @@ def test_the_errors_name_the_fix():
     assert isinstance(info.value.__cause__, tk.SecondOrderError)
     with pytest.raises(tk.InvalidArgumentError, match="'rev'"):
         tk.jacobian(lambda x: x, x, mode="sideways")
+
+
+def test_compiled_newton_and_hvp_steps_equal_eager_bitwise(dev):
+    a = dev.tensor(np.array([[3.0, 1.0], [1.0, 2.0]]), dtype="float64")
+    b = dev.tensor(np.array([1.0, -1.0]), dtype="float64")
+
+    def f(x):
+        return 0.5 * (x @ (a @ x)) - b @ x + (x * x * x * x).sum() * 0.1
+
+    def newton(x):  # the gradient, the Hessian (forward over reverse) and a Hessian-vector product
+        g = tk.grad(f)(x)
+        return g, tk.hessian(f, x), tk.hvp(f, x, g), tk.jvp(f, (x,), (g,))[1]
+
+    def recorded(x):  # create_graph by hand: the gradient of |grad f|^2 / 2, which is H g
+        t = x.trace(tk.UnionTape())
+        g = f(t).backward(create_graph=True)[x]
+        return (g * g).sum().backward()[x] * 0.5
+
+    for fn in (newton, recorded):
+        step = tk.compile(fn)
+        for start in ([0.3, -0.2], [1.3, 0.4], [-2.0, 0.5]):
+            x = dev.tensor(np.array(start), dtype="float64")
+            got, want = step(x), fn(x)
+            for g, w in zip(*((got, want) if isinstance(got, tuple) else ((got,), (want,)))):
+                np.testing.assert_array_equal(host(g), host(w))
+        assert len(step.history) == 1 and step.history[0].calls == 2
