@@ -134,3 +134,14 @@ def test_a_failing_rule_of_a_recorded_backward_changes_nothing(policy, where, fa
         if want is not None:
             assert isinstance(got[x], tk.Tensor) and got[x].tape is not None
             np.testing.assert_allclose(got[x].numpy(), want, rtol=1e-9, atol=1e-12)
+
+
+def test_an_optimizer_steps_with_a_recorded_backwards_gradients_as_with_a_plain_one():
+    dev = tk.Cpu(seed=0, default_dtype="float64")
+    models = [tk.nn.Linear(3, 2, device=dev) for _ in range(2)]
+    models[1].weight.data, models[1].bias.data = models[0].weight.data.copy(), models[0].bias.data.copy()
+    x, target = dev.tensor(np.ones((4, 3))), dev.tensor(np.zeros((4, 2)))
+    for model, create_graph in zip(models, (False, True)):
+        loss = tk.mse_loss(model.trace(tk.UnionTape())(x), target)
+        tk.optim.Sgd(model, lr=0.1).update(model, loss.backward(create_graph=create_graph))
+    np.testing.assert_array_equal(models[0].weight.numpy(), models[1].weight.numpy())
