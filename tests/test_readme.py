@@ -20,3 +20,25 @@ def test_quickstart_runs_as_written():
     printed = out.getvalue()
     assert "mul(x (3,), y (3,))" in printed
     assert "[4. 5. 6.] [1. 2. 3.]" in printed
+
+
+def test_the_front_page_and_the_pages_it_links_to_link_to_files_that_exist():
+    pages = [README, README.parent / "benchmarks" / "README.md", README.parent / "docs" / "reading-guide.md"]
+    for page in pages:
+        for target in re.findall(r"\]\(([^)#]+)\)", page.read_text()):
+            if "://" not in target:
+                assert (page.parent / target).exists(), f"{page.name} links to {target}, which is missing"
+    assert "](benchmarks/README.md)" in README.read_text()
+
+
+def test_the_reading_guide_shows_the_backward_loop_as_it_is():
+    import inspect
+    import sys
+    import textwrap
+
+    import tapekit  # noqa: F401  (loads tapekit.backward)
+
+    guide = (README.parent / "docs" / "reading-guide.md").read_text()
+    loop = re.search(r"```python\n(for rec in reversed\(records\).*?)```", guide, re.S).group(1)
+    source = textwrap.dedent(inspect.getsource(sys.modules["tapekit.backward"]._run))
+    assert textwrap.indent(loop, "        ") in source

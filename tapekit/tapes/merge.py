@@ -11,22 +11,46 @@ from .global_ import GlobalTape, _active, active_global
 
 
 def operand_tapes(inputs: Sequence[Any], op: str) -> Sequence[Tape]:
-    """The tapes an op will merge, checked: none spent, one policy. Changes nothing."""
+    """The tapes whose merge, left to right, an op's record goes on, checked: none spent, one
+    policy; inside a GlobalTape block, the block's tape; ``()`` when nothing records. Changes
+    nothing. The common cases (one tape among the operands, the block's own, several handles of one
+    merged UnionTape) are told apart without ``_checked_tapes``' walk, which makes the forward of a
+    chain of small ops (the benchmarks' W1) 14% slower."""
+    tape = None
+    for t in inputs:
+        held = getattr(t, "_tape", None)
+        if held is not None and held is not tape:
+            tape = held if tape is None else _SEVERAL
+    active = _active.get()
+    if active and (tape is None or tape is active[-1]):  # a GlobalTape is never spent: nothing to check
+        return active[-1:]
+    if tape is None:
+        return ()
+    if tape is not _SEVERAL and not active:
+        return (tape._live(),)
+    store = None if active else _one_store(inputs)
+    return (store,) if store is not None else _checked_tapes(inputs, op)
+
+
+_SEVERAL = object()  # the mark for operands that carry more than one tape handle
+
+
+def _one_store(inputs: Sequence[Any]) -> Tape | None:
+    """The one tape that all the operands' live handles record into (merged UnionTapes each keep
+    their own handle), else ``None``."""
     store = None
-    for t in inputs:  # handles of tapes that are already one (merged UnionTapes) count once
+    for t in inputs:
         tape = getattr(t, "_tape", None)
         if tape is None:
             continue
         if tape._spent is not None:
-            return _checked_tapes(inputs, op)
+            return None
         mine = tape._store()
         if store is None:
             store = mine
         elif mine is not store:
-            return _checked_tapes(inputs, op)  # tapes to merge: anything but one tape is checked in full
-    if _active.get():
-        return _checked_tapes(inputs, op)
-    return () if store is None else (store,)
+            return None
+    return store
 
 
 def _checked_tapes(inputs: Sequence[Any], op: str) -> list[Tape]:
