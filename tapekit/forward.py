@@ -38,8 +38,13 @@ def jvp(f: Callable[..., Any], primals: Any, tangents: Any) -> tuple[Any, Any]:
     per primal of its shape (a tensor, an array or a number). ``f`` returns a tensor or a tuple or
     list of them; the tangents come back in the same form, as tensors on no tape. One call is one
     pass through ``f`` beside its values: each op's output gets its tangent from the op's forward
-    rule, and nothing is recorded on any tape. An output that does not depend on the primals has a
-    zero tangent. As in JAX's ``jax.jvp`` and ``torch.func.jvp``."""
+    rule, and nothing is recorded on any tape (the primals enter ``f`` as tensors of their own on no
+    tape; only a GlobalTape block, whose tape takes every op, records them as it records any). An
+    output that does not depend on the primals has a zero tangent. As ``jax.jvp`` and ``torch.func.jvp``.
+
+    ``tk.jvp`` inside ``f`` is refused (forward over forward). A backward inside ``f`` passes
+    tangents on only where its rules run as ops, recorded (forward over reverse); a plain backward's
+    rules compute on arrays, whose tangents are not followed."""
     single = isinstance(primals, Tensor)
     primals, tangents = _primals(primals, tangents)
     if _tangents.get() is not None:
@@ -57,7 +62,7 @@ def jacfwd(f: Callable[[Tensor], Tensor], x: Tensor) -> Tensor:
     ``jvp`` per element of ``x``, along each basis direction, gives one column. (Reverse mode
     gives a row per backward: it is cheaper when ``f`` has fewer outputs than inputs.)"""
     if not isinstance(x, Tensor):
-        raise InvalidArgumentError(f"jacfwd takes a tensor x, got a {type(x).__name__}; make it with dev.tensor(values)")
+        raise InvalidArgumentError(f"jacfwd takes a tensor x, got a {type(x).__name__}; make one: dev.tensor(values)")
     xp, n = x.device.xp, x.size
     index = xp.arange(n, **x.device._placement())
     columns, out = [], None
@@ -81,8 +86,9 @@ def carry(result: Tensor, name: str, inputs: Sequence[Any], rules: Sequence[Any]
     if all([t is None for t in given]):
         return result
     if jvp is None:
-        raise TapekitError(f"{name} has no forward rule, so tk.jvp cannot push a tangent through it; use reverse "
-                           f"mode (backward) for this function")
+        raise TapekitError(f"{name} has no forward rule, so tk.jvp cannot push a tangent through it. Give the op "
+                           f"one (unary(rule, jvp=...), emit(..., jvp=...): the kinds are in tapekit.ops.core), or use "
+                           f"reverse mode (backward) for this function")
     tangent = _elementwise(result, given, rules, saved) if jvp is ELEMENTWISE else jvp(given, *saved)
     if tangent is not None:
         table[result.id] = tangent
@@ -134,6 +140,7 @@ def _primals(primals: Any, tangents: Any) -> tuple[list[Tensor], list[Any]]:
 
 
 def _tangent(i: int, primal: Any, tangent: Any) -> Any:
+    """Primal ``i``'s tangent, checked, as an array of the primal's shape, dtype and device."""
     if not isinstance(primal, Tensor):
         raise InvalidArgumentError(f"jvp: primal {i} is a {type(primal).__name__}; pass tensors (dev.tensor(values))")
     if not is_floating(primal.dtype):
@@ -148,6 +155,8 @@ def _tangent(i: int, primal: Any, tangent: Any) -> Any:
             raise DeviceMismatchError(f"jvp: tangent {i} is on {tangent.device!r} but its primal is on {device!r}; "
                                       f"move it with .to(device)")
         data = tangent.data
+    elif isinstance(tangent, type(primal.data)):  # an array of the primal's namespace already
+        data = tangent
     else:
         data = device.from_numpy(np.asarray(tangent, dtype=np.float64))
     if tuple(data.shape) != primal.shape:

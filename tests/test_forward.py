@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import tapekit as tk
+from tapekit.ops.core import ELEMENTWISE, unary
 
 from .conftest import host
 
@@ -164,3 +165,47 @@ def test_jvp_through_modules_and_a_loss(cpu):
     _, tangent = tk.jvp(loss, cpu.tensor(x, dtype="float64"), v)
     at = [float(loss(cpu.tensor(x + s * v, dtype="float64")).item()) for s in (1e-6, -1e-6)]
     np.testing.assert_allclose(float(tangent.item()), (at[0] - at[1]) / 2e-6, rtol=1e-6)
+
+
+def test_tk_compile_records_a_step_that_uses_jvp_bitwise_equal_to_eager(cpu):
+    w = cpu.tensor(np.random.default_rng(3).standard_normal((3, 3)))
+
+    def step(x, v):
+        return tk.jvp(lambda t: tk.softmax(tk.tanh(w @ t), axis=-1).max() * 2.0, x, v)
+
+    program = tk.compile(step)
+    v = cpu.tensor([1.0, 0.0, -1.0])
+    for values in ([0.1, 0.2, 0.3], [0.5, -0.2, 0.9]):
+        x = cpu.tensor(values)
+        (out, tangent), (want_out, want) = program(x, v), step(x, v)
+        np.testing.assert_array_equal(host(tangent), host(want))
+        np.testing.assert_array_equal(host(out), host(want_out))
+        assert float(np.abs(host(want))) > 0
+
+
+def test_an_op_of_your_own_without_a_forward_rule_says_how_to_give_it_one(cpu):
+    @unary(lambda g, x: 3 * g * x * x)
+    def cube(xp, x):
+        """``x ** 3``; gradient ``3 x ** 2``."""
+        return x * x * x, (x,)
+
+    x = cpu.tensor([2.0])
+    assert float(cube(x.trace()).backward()[x].item()) == 12.0
+    with pytest.raises(tk.TapekitError, match="cube has no forward rule.*jvp="):
+        tk.jvp(cube, x, [1.0])
+
+    @unary(lambda g, x: 3 * g * x * x, ELEMENTWISE)
+    def cube_with_rule(xp, x):
+        """``x ** 3``; gradient ``3 x ** 2``."""
+        return x * x * x, (x,)
+
+    np.testing.assert_allclose(host(tk.jvp(cube_with_rule, x, [1.0])[1]), [12.0])
+    assert "Forward rule (JVP): the tangent times the gradient" in cube_with_rule.__doc__
+
+
+def test_a_tangent_may_be_an_array_of_the_devices_namespace(dev):
+    x = dev.tensor([1.0, 2.0], dtype="float64")
+    direction = dev.tensor([1.0, -1.0], dtype="float32").data  # the device's own array, float32
+    _, tangent = tk.jvp(lambda a: a * a, x, direction)
+    assert str(tangent.dtype).endswith("float64")
+    np.testing.assert_allclose(host(tangent), [2.0, -4.0])

@@ -287,9 +287,9 @@ def refused_integers(err: TypeError, device: Any, operands: Sequence[Any]) -> tu
 
 
 def binary(rule_x: Callable, rule_y: Callable) -> Callable[[Callable], Callable[[Any, Any], Tensor]]:
-    """An op of two operands from ``fn(xp, x, y) -> (out, saved)`` and the rules of ``x`` and
-    ``y``, each ``rule(g, *saved)``. Either operand may be a Python number; shapes broadcast as in
-    numpy. The op is elementwise, so its forward rule is ``ELEMENTWISE``: its backward rules serve."""
+    """An elementwise op of two operands (its forward rule: ``ELEMENTWISE``) from ``fn(xp, x, y) ->
+    (out, saved)`` and the rules ``rule(g, *saved)`` of ``x`` and ``y``. Either operand may be a
+    Python number; shapes broadcast as in numpy."""
     rules = (rule_x, rule_y)
 
     def decorate(fn: Callable) -> Callable[[Any, Any], Tensor]:
@@ -388,12 +388,14 @@ def _applied(fn: Callable, xp: Any, params: tuple, kw: dict) -> Callable:
     return lambda tangents, *saved: fn(xp, tangents[0], *params, **kw)[0]
 
 
-_SAID = {ELEMENTWISE: "the tangent times the gradient, elementwise", LINEAR: "the op applied to the tangent (it is linear)"}
+_SAID = {ELEMENTWISE: "the tangent times the gradient, elementwise",
+         LINEAR: "the op applied to the tangent (it is linear)"}
 
 
 def _with_forward_rule(op: Callable, said: str | None) -> Callable:
     """``op`` with its docstring ending in what its forward rule is, where it is one of the shared
-    kinds (``said``); an op with a forward rule of its own says it in its own words."""
+    kinds (``said``); an op with a forward rule of its own says it in its own words (an op without
+    a docstring says nothing)."""
     if said is not None and op.__doc__:
         op.__doc__ = f"{op.__doc__.rstrip()}\n\n    Forward rule (JVP): {said}."
     return op
