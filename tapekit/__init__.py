@@ -7,7 +7,7 @@ from .check import GradCheck, check_grads
 from .devices import Cpu, Cuda, Device
 from .errors import (AxisError, BackwardError, DeviceMismatchError, DeviceUnavailableError, DTypeError,
                      GradientCheckError, IncompleteTapeWarning, IndexingError, InvalidArgumentError,
-                     MissingGradientError, ModelFileError, NonFiniteError, OperandError, ShapeError, TapeConsumedError, TapeError, TapekitError,
+                     MissingGradientError, ModelFileError, NonFiniteError, OperandError, SecondOrderError, ShapeError, TapeConsumedError, TapeError, TapekitError,
                      TapeMovedError, TapePolicyError, UnusedParamsError)
 from .forward import jacfwd, jvp
 from .gradients import Gradients
@@ -17,6 +17,7 @@ from .ops import *  # noqa: F401,F403
 from . import losses as _losses, ops as _ops
 from .tapes import ArcTape, GlobalTape, NoneTape, OwnedTape, Tape, UnionTape
 from .tensor import Tensor
+from .transforms import grad, hessian, hvp, jacobian, vjp
 from . import nn, optim
 from .compile import CompileError, compile  # noqa: A004  (tk.compile shadows the builtin only as tk.compile)
 
@@ -35,10 +36,10 @@ def __getattr__(name: str):
 
 __all__ = [
     "Cpu", "Cuda", "Device", "Tensor", "Gradients", "backward", "jvp", "jacfwd", "detect_anomaly", "check_grads", "GradCheck", "explain", "tapes",
-    "nn", "optim", "compile", "CompileError",
+    "nn", "optim", "compile", "CompileError", "grad", "vjp", "jacobian", "hessian", "hvp",
     "Tape", "NoneTape", "OwnedTape", "ArcTape", "UnionTape", "GlobalTape",
     "TapekitError", "ShapeError", "AxisError", "IndexingError", "DeviceMismatchError", "DeviceUnavailableError",
     "DTypeError", "InvalidArgumentError", "OperandError", "TapeError", "TapeMovedError", "TapeConsumedError", "TapePolicyError",
-    "BackwardError", "NonFiniteError", "MissingGradientError", "UnusedParamsError", "ModelFileError", "GradientCheckError",
+    "BackwardError", "SecondOrderError", "NonFiniteError", "MissingGradientError", "UnusedParamsError", "ModelFileError", "GradientCheckError",
     "IncompleteTapeWarning",
 ] + _losses.__all__ + _ops.__all__

@@ -26,7 +26,8 @@ from .tapes.merge import check_one_policy, merge_tapes
 from .tensor import Tensor
 
 
-def backward(outputs: Any, seeds: Sequence[Any] | None = None, retain: bool = False) -> Gradients:
+def backward(outputs: Any, seeds: Sequence[Any] | None = None, retain: bool = False,
+             create_graph: bool = False) -> Gradients:
     """Gradients of several outputs at once, summed, as if one loss were their sum.
 
     The outputs' tapes are merged first, so every record they hold runs once. ``seeds`` gives the
@@ -36,6 +37,11 @@ def backward(outputs: Any, seeds: Sequence[Any] | None = None, retain: bool = Fa
     All or nothing: the rules run before any tape changes, so a rule that raises (or an interrupt)
     leaves every tape, record and gradient as it was; the error is a ``BackwardError`` naming the
     record whose rule failed, and backward can be called again once the cause is fixed.
+
+    ``create_graph=True`` records the backward itself: each gradient is a traced tensor that can be
+    differentiated again, and the records are kept (``retain`` is implied). Its records go onto the
+    outputs' tape, after the forward's, under every policy (``tapekit.create_graph`` says what a
+    second backward then sees).
     """
     outputs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
     seeds = _seeds(outputs, seeds)
@@ -45,11 +51,16 @@ def backward(outputs: Any, seeds: Sequence[Any] | None = None, retain: bool = Fa
     stores = list(dict.fromkeys(tape._store() for tape in tapes))
     cov = _checked_coverage(outputs, stores, tapes[0], names)
     records = sorted((rec for store in stores for rec in store._all_records()), key=_by_id)
-    found = _run(records, Planned([store._grads for store in stores]), outputs, seeds)
-    grads = _taken(tapes, records, outputs, retain, names)  # every rule has run: only now do the tapes change
+    planned = Planned([store._grads for store in stores])
+    if create_graph:
+        from .create_graph import recorded_backward
+        grads = recorded_backward(outputs, seeds, tapes, records, planned.arrays, _rule_error)
+    else:
+        found = _run(records, planned, outputs, seeds)
+        grads = _taken(tapes, records, outputs, retain, names)  # every rule has run: only now do the tapes change
+        found.add_to(grads, outputs[0].device)
     grads._why.update(cov.missed)
     grads._partial |= cov.incomplete | cov.missed.keys()  # a missed tensor may still get a zero entry elsewhere
-    found.add_to(grads, outputs[0].device)
     return grads.drop_non_leaves()
 
 

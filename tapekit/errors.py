@@ -68,6 +68,12 @@ class BackwardError(TapekitError, ValueError):
     backward rule failed; then nothing changed, and the message names the record."""
 
 
+class SecondOrderError(TapekitError, TypeError):
+    """A backward recorded for a second derivative (``create_graph=True``, ``tk.grad`` of
+    ``tk.grad``, ``tk.hessian``) met an op whose rule has no recorded form, or a function given to a
+    transform that has no such derivative (a non-scalar ``f`` for ``tk.grad``, an integer input)."""
+
+
 class NonFiniteError(TapekitError, FloatingPointError):
     """Inside ``tk.detect_anomaly()``: an op or a backward rule made a NaN or an infinity. The
     message names the line that made the op, the record and its operands' ranges."""

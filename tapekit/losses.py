@@ -55,41 +55,46 @@ def cross_entropy(logits: Tensor, target: Any, reduction: str = "mean", label_sm
     example's sum over the classes of the tangents times those gradients, reduced as the loss is."""
     _check_reduction(reduction, "cross_entropy")
     eps = checked_number(label_smoothing, "cross_entropy: label_smoothing", lambda v: 0 <= v <= 1, "from 0 to 1")
-    operand, t = _target(logits, target)
+    operand, probs = _target(logits, target)
     xp, x = logits.device.xp, logits.data
-    if eps:
-        t = logits.device.count(t * (1 - eps) + eps / x.shape[-1])
+    t = logits.device.count(_smoothed(probs, eps)) if eps else probs
     logp = stable_log_softmax(xp, x, -1)
     per_example = -xp.sum(xp.where(t == 0, xp.zeros_like(logp), logp) * t, axis=-1)  # 0 log 0 = 0
     n = math.prod(x.shape[:-1]) if reduction == "mean" else 1
     out = per_example if reduction == "none" else xp.sum(per_example) / n
     rules = (_logits_grad, _target_grad if operand is target else None)  # a target made here is a constant
-    saved = (xp, logp, t, n, 1 - eps, reduction != "none")
+    saved = (xp, x, probs, n, eps, reduction != "none")
     return emit("cross_entropy", out, (logits, operand), rules, saved, logits.device, _cross_entropy_jvp)
 
 
-def _logits_slope(xp: Any, logp: Any, t: Any) -> Any:
+def _smoothed(probs: Any, eps: float) -> Any:
+    """The target probabilities with label smoothing ``eps``: ``(1 - eps) probs + eps / C``."""
+    return probs * (1 - eps) + eps / probs.shape[-1] if eps else probs
+
+
+def _logits_slope(xp: Any, x: Any, probs: Any, eps: float) -> Any:
     """How an example's loss moves with each logit: ``softmax(logits) * sum(t) - t``."""
-    return xp.exp(logp) * xp.sum(t, axis=-1, keepdims=True) - t
+    t = _smoothed(probs, eps)
+    return xp.exp(stable_log_softmax(xp, x, -1)) * xp.sum(t, axis=-1, keepdims=True) - t
 
 
-def _logits_grad(g: Any, xp: Any, logp: Any, t: Any, n: int, kept: float, reduced: bool) -> Any:
-    return _logits_slope(xp, logp, t) * _per_class(g, xp, n)
+def _logits_grad(g: Any, xp: Any, x: Any, probs: Any, n: int, eps: float, reduced: bool) -> Any:
+    return _logits_slope(xp, x, probs, eps) * _per_class(g, xp, n)
 
 
-def _target_grad(g: Any, xp: Any, logp: Any, t: Any, n: int, kept: float, reduced: bool) -> Any:
-    return -logp * (kept * _per_class(g, xp, n))
+def _target_grad(g: Any, xp: Any, x: Any, probs: Any, n: int, eps: float, reduced: bool) -> Any:
+    return -stable_log_softmax(xp, x, -1) * ((1 - eps) * _per_class(g, xp, n))
 
 
-def _cross_entropy_jvp(tangents: tuple, xp: Any, logp: Any, t: Any, n: int, kept: float, reduced: bool) -> Any:
+def _cross_entropy_jvp(tangents: tuple, xp: Any, x: Any, probs: Any, n: int, eps: float, reduced: bool) -> Any:
     """Each example's sum over the classes of the tangents times the slopes of its loss (the
     gradients' factors), reduced as the loss is."""
     t_logits, t_target = tangents
     moved = 0.0
     if t_logits is not None:
-        moved = moved + _logits_slope(xp, logp, t) * t_logits
+        moved = moved + _logits_slope(xp, x, probs, eps) * t_logits
     if t_target is not None:
-        moved = moved - kept * logp * t_target
+        moved = moved - (1 - eps) * stable_log_softmax(xp, x, -1) * t_target
     per_example = xp.sum(moved, axis=-1)
     return xp.sum(per_example) / n if reduced else per_example
 

@@ -50,6 +50,8 @@ class Optimizer:
         ready, missing = [], []
         for name, p in model._origin().named_parameters():
             g = grads.get(p)
+            if isinstance(g, Tensor):  # a recorded backward's gradient (create_graph=True): its values
+                g = g.data
             if g is None:
                 missing.append(name)
             elif tuple(g.shape) != p.shape:

@@ -167,14 +167,15 @@ class Tensor:
                             f"first (or x.split_tape()[0] to keep the id). Copies and pickles hold values; the "
                             f"tape stays with the computation that records on it.")
 
-    def backward(self, seed: Any = None, retain: bool = False) -> "Gradients":
+    def backward(self, seed: Any = None, retain: bool = False, create_graph: bool = False) -> "Gradients":
         """Gradients of this output with respect to everything its tape recorded.
 
         A non-scalar output needs ``seed`` (the gradient to start from, of the output's shape).
-        ``retain=True`` keeps the records for another backward.
+        ``retain=True`` keeps the records for another backward. ``create_graph=True`` records the
+        backward too, so each gradient is a traced tensor to differentiate again (see ``tk.backward``).
         """
         from .backward import backward
-        return backward([self], None if seed is None else [seed], retain=retain)
+        return backward([self], None if seed is None else [seed], retain=retain, create_graph=create_graph)
 
     # -- values ------------------------------------------------------------------------------
     def numpy(self) -> np.ndarray:
@@ -262,8 +263,8 @@ class Tensor:
     def __getitem__(self, key: Any) -> "Tensor":
         return ops.getitem(self, key)
 
-    # comparisons give boolean tensors on no tape (they have no gradient), usable as masks and in
-    # tk.where; tensors stay hashable by identity, as in PyTorch
+    # comparisons (and &, |, ~ of their masks) give boolean tensors on no tape (they have no
+    # gradient), usable as masks and in tk.where; tensors stay hashable by identity, as in PyTorch
     def _compare(self, other: Any, fn: str) -> "Tensor":
         if isinstance(other, Tensor):
             if other.device is not self.device:
@@ -292,6 +293,15 @@ class Tensor:
 
     def __le__(self, other: Any) -> "Tensor":
         return self._compare(other, "__le__")
+
+    def __and__(self, other: Any) -> "Tensor":
+        return self._compare(other, "__and__")
+
+    def __or__(self, other: Any) -> "Tensor":
+        return self._compare(other, "__or__")
+
+    def __invert__(self) -> "Tensor":
+        return Tensor(self.device.count(~self.data), self.device)
 
     __hash__ = object.__hash__
 

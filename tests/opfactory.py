@@ -10,6 +10,9 @@ from the spec's ``draw``; the factory then checks
   domain), the gradient the op's docstring promises;
 - a drawn numpy array operand (binary ops) is checked as the arrays are on the numpy device, and
   refused with ``DeviceMismatchError`` on the others.
+- the second derivative (``check_second``): the gradient of ``sum(grad * v)``, the backward
+  recorded with ``create_graph=True``, against central differences of the gradient, at a random
+  ``v``; an op whose rule has no recorded form (``second=False``) says so with ``SecondOrderError``;
 - the forward rule (``check_jvp``): ``tk.jvp``'s tangent against float64 central differences along
   a random direction, and against the backward (the dot-product test ``<u, J v> = <Jᵀ u, v>`` at
   random ``u``, ``v``); an op without gradient gives no tangent (an error, or zero); at each
@@ -82,6 +85,7 @@ class OpSpec:
     edges: Sequence[Edge] = ()
     rtol: float = 1e-5
     strict: bool = True  # also run on the array-API-strict device
+    second: bool = True  # its rule records: a second derivative exists (else SecondOrderError)
     examples: int = 10
 
 
@@ -220,6 +224,47 @@ def check_edge(spec: OpSpec, dev: tk.Device, edge: Edge) -> None:
         else:
             np.testing.assert_allclose(host(grads[t]), want, rtol=1e-6, atol=1e-12,
                                        err_msg=f"{spec.name} at {edge.inputs}: {edge.why}")
+
+
+def grad_dot(spec: OpSpec, kwargs: dict, given: list[Any], tensors: list[int], weights: np.ndarray,
+             directions: list[np.ndarray]) -> Callable[..., tk.Tensor]:
+    """``ts -> sum(grad_i * v_i)``: the gradient of ``sum(op(ts) * weights)`` (recorded with
+    ``create_graph=True``) dotted with the directions, a traced scalar."""
+    def f(*ts: tk.Tensor) -> tk.Tensor:
+        tape = tk.UnionTape()
+        args = list(given)
+        traced = [t.trace(tape) for t in ts]
+        for i, t in zip(tensors, traced):
+            args[i] = t
+        out = spec.fn(*args, **kwargs)
+        dev = ts[0].device
+        grads = tk.backward([out], [dev.tensor(weights, dtype="float64")], create_graph=True)
+        total = None
+        for t, v in zip(traced, directions):
+            if t in grads:
+                term = (grads[t] * dev.tensor(v, dtype="float64")).sum()
+                total = term if total is None else total + term
+        return total if total is not None else traced[0].sum() * 0.0
+    return f
+
+
+def check_second(spec: OpSpec, dev: tk.Device, arrays: list[Any], kwargs: dict) -> None:
+    """The gradient of ``sum(grad * v)`` against central differences of the gradient."""
+    if refused_array(dev, arrays):
+        return
+    given = tensors_of(dev, arrays)
+    tensors = [i for i, t in enumerate(given) if isinstance(t, tk.Tensor)]
+    rng = np.random.default_rng(1)
+    out_shape = spec.fn(*given, **kwargs).shape
+    weights = rng.standard_normal(out_shape)
+    directions = [rng.standard_normal(given[i].shape) for i in tensors]
+    f = grad_dot(spec, kwargs, given, tensors, weights, directions)
+    if not spec.second:
+        with pytest.raises(tk.BackwardError) as info:
+            f(*[given[i] for i in tensors])
+        assert isinstance(info.value.__cause__, tk.SecondOrderError), f"{spec.name}: {info.value}"
+        return
+    tk.check_grads(f, *[given[i] for i in tensors], atol=1e-5, rtol=1e-4)
 
 
 def check_jvp(spec: OpSpec, dev: tk.Device, arrays: list[Any], kwargs: dict, eps: float = 1e-6) -> None:

@@ -40,7 +40,7 @@ class Faults:
             if self.calls - 1 == self.k:
                 raise self.fault
             return rule(g, *saved, **into)
-        faulty.fills = getattr(rule, "fills", False)
+        faulty.__dict__.update(vars(rule))  # what the engine reads off a rule (fills, transpose)
         return faulty
 
     def remove(self) -> None:

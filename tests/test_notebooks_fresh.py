@@ -16,7 +16,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 NAMES = ["00_tour", "01_tensors_and_tapes", "02_watch_backward_run", "03_owned_tape", "04_partition_problem",
          "05_the_fixes", "06_modules", "07_train_an_mlp", "08_gpu", "09_check_your_understanding",
-         "10_from_tape_to_program"]
+         "10_from_tape_to_program", "11_forward_reverse_twice"]
 PICTURES = {"image/png", "image/svg+xml", "image/jpeg", "application/vnd.jupyter.widget-view+json"}
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"

@@ -12,7 +12,7 @@ import tapekit as tk
 
 from .conftest import DEVICE_KINDS, make_device
 from .op_specs import SPECS
-from .opfactory import check_edge, check_edge_jvp, check_jvp, check_spec, finite
+from .opfactory import check_edge, check_edge_jvp, check_jvp, check_second, check_spec, finite
 
 CASES = [(kind, name) for name, spec in sorted(SPECS.items()) for kind in DEVICE_KINDS
          if spec.strict or kind != "strict"]
@@ -28,6 +28,23 @@ def test_op(kind, name):
     def run(data):
         arrays, kwargs = spec.draw(data)
         check_spec(spec, dev, arrays, kwargs)
+
+    run()
+
+
+SECOND = [(kind, name) for kind, name in CASES if SPECS[name].grad]
+
+
+@pytest.mark.parametrize("kind,name", SECOND)
+def test_second_derivative(kind, name):
+    spec = SPECS[name]
+    dev = make_device(kind)
+
+    @settings(max_examples=max(spec.examples // 2, 3), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(data=st.data())
+    def run(data):
+        arrays, kwargs = spec.draw(data)
+        check_second(spec, dev, arrays, kwargs)
 
     run()
 

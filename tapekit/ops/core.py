@@ -50,6 +50,7 @@ def emit(name: str, out: Any, inputs: Sequence[Any], rules: Sequence[Callable], 
     is operand ``i``'s gradient. Tapes change only once the record is made: an op that fails leaves
     none merged or moved. Inside ``tk.jvp``, the output also gets its tangent from the forward rule
     ``jvp`` (``forward.carry``)."""
+    made = out  # what the forward saved, when it saved its output (see ``saved_links``)
     if type(out) is not np.ndarray and isinstance(out, np.generic):  # numpy made a 0-d result a scalar
         out = np.asarray(out)
     if anomaly.on:
@@ -62,6 +63,8 @@ def emit(name: str, out: Any, inputs: Sequence[Any], rules: Sequence[Callable], 
     rid = next_id()
     result = Tensor(out, device)
     rec = result._record = _make_record(rid, name, inputs, rules, saved, result.id, out)
+    if saved:
+        rec.links = saved_links(saved, inputs, made)
     tape = result._tape = tapes[0] if len(tapes) == 1 else merge_tapes(tapes, f"#{rid} {name}")
     tape._record(rec)
     if tape.moves:
@@ -113,6 +116,40 @@ def shared_shapes(key: tuple) -> tuple:
     return got
 
 
+def saved_links(saved: tuple, inputs: Sequence[Any], out: Any) -> tuple | None:
+    """Which of ``saved`` are an operand's own array or the output ``out`` (the same object), as
+    pairs flattened into one tuple: where in ``saved`` (an index, or (index, position) inside a
+    saved list), then the operand's position (-1 for the output). ``None`` when none is."""
+    found = ()
+    j = -1
+    for v in saved:
+        j += 1
+        if v is out:
+            found += (j, -1)
+            continue
+        k = -1
+        for t in inputs:
+            k += 1
+            if type(t) is Tensor and t.data is v:
+                found += (j, k)
+                break
+        else:
+            if type(v) is list:
+                found += _links_in_list(j, v, inputs, out)
+    return found or None
+
+
+def _links_in_list(j: int, values: list, inputs: Sequence[Any], out: Any) -> tuple:
+    """``saved_links`` of a list saved at ``j`` (einsum's operands)."""
+    found = ()
+    for m, v in enumerate(values):
+        for k, t in enumerate(inputs):
+            if type(t) is Tensor and t.data is v:
+                found += ((j, m), k)
+                break
+    return found
+
+
 def _operands_of_many(inputs: Sequence[Any], rules: Sequence[Callable]) -> tuple:
     """Ids, shapes, first parent, other parents and rules of an op with numbers among its operands,
     or more than two operands (a number's id, shape and rule: None, (), None)."""
@@ -144,6 +181,16 @@ def fills(rule: Callable) -> Callable:
     out=buf)``. The engine passes ``out`` only on devices whose namespace takes it (numpy, CuPy)."""
     rule.fills = True
     return rule
+
+
+def linear(transpose: Callable) -> Callable[[Callable], Callable]:
+    """Mark a rule that is linear in ``g`` and computes with the device itself (a scatter):
+    a recorded backward (``create_graph=True``) records it whole, as one op whose own rule is
+    ``transpose(gg, *saved, g_shape)``, the rule's transpose back to ``g``'s shape."""
+    def mark(rule: Callable) -> Callable:
+        rule.transpose = transpose
+        return rule
+    return mark
 
 
 def same(g: Any, *saved: Any) -> Any:

@@ -238,16 +238,17 @@ def leaky_relu(xp, x, negative_slope: float = 0.01):
     return xp.where(pos, x, negative_slope * x), (xp, pos, negative_slope)
 
 
-@unary(lambda g, xp, pos, below, alpha: xp.where(pos, g, g * (alpha * xp.exp(below))), ELEMENTWISE)
+@unary(lambda g, xp, x, pos, alpha: xp.where(pos, g, g * (alpha * xp.exp(xp.minimum(x, 0.0)))), ELEMENTWISE)
 def elu(xp, x, alpha: float = 1.0):
     """``x`` where ``x > 0``, else ``alpha * (exp(x) - 1)``; gradient 1 where ``x > 0``, else
     ``alpha * exp(x)``: ``alpha`` at 0 (as in PyTorch)."""
     pos = x > 0
     below = xp.minimum(x, 0.0)  # exp of a positive x could overflow
-    return xp.where(pos, x, alpha * xp.expm1(below)), (xp, pos, below, alpha)
+    return xp.where(pos, x, alpha * xp.expm1(below)), (xp, x, pos, alpha)
 
 
-def _d_softplus(g, xp, bx, threshold):
+def _d_softplus(g, xp, x, beta, threshold):
+    bx = beta * x
     d = stable_sigmoid(xp, bx)
     return g * (d if threshold is None else xp.where(bx > threshold, 1.0, d))
 
@@ -262,14 +263,18 @@ def softplus(xp, x, beta: float = 1.0, threshold: float | None = None):
     y = xp.logaddexp(0.0, bx) / beta
     if threshold is not None:
         y = xp.where(bx > threshold, x, y)
-    return y, (xp, bx, threshold)
+    return y, (xp, x, beta, threshold)
 
 
-@unary(lambda g, x, s: g * s * (1 + x * (1 - s)), ELEMENTWISE)
+def _d_silu(g, xp, x):
+    s = stable_sigmoid(xp, x)
+    return g * s * (1 + x * (1 - s))
+
+
+@unary(_d_silu, ELEMENTWISE)
 def silu(xp, x):
     """``x * sigmoid(x)`` (swish); gradient ``s * (1 + x * (1 - s))`` with ``s = sigmoid(x)``."""
-    s = stable_sigmoid(xp, x)
-    return x * s, (x, s)
+    return x * stable_sigmoid(xp, x), (xp, x)
 
 
 _ERF_SERIES = [2.0 ** n / math.prod(range(1, 2 * n + 2, 2)) for n in range(30)]  # terms: float64 below 2
@@ -299,7 +304,15 @@ def _erfc(xp, x):
     return xp.where(x < 0, 2 - e, e)
 
 
-def _d_gelu(g, xp, x, approximate, v):
+def _gelu_part(xp, x, approximate):
+    """What gelu multiplies: ``Phi(x)`` (``"none"``), or the tanh of PyTorch's form (``"tanh"``)."""
+    if approximate == "none":
+        return 0.5 * _erfc(xp, -x / math.sqrt(2))
+    return xp.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x))
+
+
+def _d_gelu(g, xp, x, approximate):
+    v = _gelu_part(xp, x, approximate)
     if approximate == "none":  # v is Phi(x); phi(x) = exp(-x²/2) / sqrt(2 pi)
         return g * (v + x * xp.exp(-0.5 * x * x) / math.sqrt(2 * math.pi))
     slope = math.sqrt(2 / math.pi) * (1 + 3 * 0.044715 * x * x)  # v is the tanh
@@ -314,11 +327,9 @@ def gelu(xp, x, approximate: str = "none"):
     ``approximate="tanh"`` is PyTorch's tanh form, ``0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715
     * x ** 3)))``, with that formula's own gradient."""
     if approximate == "none":
-        cdf = 0.5 * _erfc(xp, -x / math.sqrt(2))
-        return x * cdf, (xp, x, approximate, cdf)
+        return x * _gelu_part(xp, x, approximate), (xp, x, approximate)
     if approximate == "tanh":
-        t = xp.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x))
-        return 0.5 * x * (1 + t), (xp, x, approximate, t)
+        return 0.5 * x * (1 + _gelu_part(xp, x, approximate)), (xp, x, approximate)
     raise InvalidArgumentError(f"gelu: approximate must be 'none' (the exact erf form) or 'tanh', "
                                f"got {approximate!r}")
 

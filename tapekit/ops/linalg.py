@@ -123,14 +123,21 @@ def _einsum(name: str, subscripts: str, operands: Sequence[Tensor]) -> Tensor:
     spec, shapes, eyes = _plan(subscripts, given, name)
     device = operands[0].device
     xp = device.xp
-    arrays = [xp.reshape(t.data, shape) for t, shape in zip(operands, shapes)]
-    arrays += [device.count(xp.eye(n, dtype=operands[k].dtype, **device._placement())) for k, n in eyes]
-    out = contract(xp, spec, arrays)
-    return emit(name, out, operands, _einsum_rules(len(operands)), (xp, spec, arrays, given), device, _einsum_jvp)
+    eyes = [device.count(xp.eye(n, dtype=operands[k].dtype, **device._placement())) for k, n in eyes]
+    operands_data = [t.data for t in operands]
+    out = contract(xp, spec, _plain(xp, operands_data, shapes, eyes))
+    return emit(name, out, operands, _einsum_rules(len(operands)), (xp, spec, operands_data, shapes, eyes),
+                device, _einsum_jvp)
 
 
-def _einsum_jvp(tangents: tuple, xp: Any, spec: str, arrays: Sequence[Any], given: tuple) -> Any:
+def _plain(xp: Any, arrays: Sequence[Any], shapes: tuple, eyes: list) -> list:
+    """The operands reshaped to the plain form of ``_plan``, then its identity matrices."""
+    return [a if a.shape == shape else xp.reshape(a, shape) for a, shape in zip(arrays, shapes)] + eyes
+
+
+def _einsum_jvp(tangents: tuple, xp: Any, spec: str, operands: Sequence[Any], shapes: tuple, eyes: list) -> Any:
     """The product rule: for each operand with a tangent, the einsum with the tangent in its place."""
+    arrays = _plain(xp, operands, shapes, eyes)
     total = None
     for k, t in enumerate(tangents):
         if t is not None:
@@ -146,7 +153,8 @@ def _einsum_rules(n: int) -> tuple[Callable, ...]:
 @functools.cache
 def _einsum_rule(k: int) -> Callable:
     """The rule of an einsum's operand ``k``, made once per position."""
-    return lambda g, xp, spec, arrays, shapes: _einsum_grad(xp, spec, arrays, k, g, shapes[k])
+    return lambda g, xp, spec, operands, shapes, eyes: _einsum_grad(xp, spec, _plain(xp, operands, shapes, eyes), k,
+                                                                     g, operands[k].shape)
 
 
 def _einsum_grad(xp: Any, spec: str, arrays: Sequence[Any], k: int, g: Any, shape: tuple[int, ...]) -> Any:

@@ -148,7 +148,7 @@ def _deviations(xp: Any, x: Any, axis: Any, correction: float, ddof: float | Non
     return axes, x - xp.mean(x, axis=axes, keepdims=True), n - c
 
 
-@unary(*by_slope(lambda xp, axes, d, dof: (2 / dof) * d))
+@unary(*by_slope(lambda xp, axes, x, dof: (2 / dof) * (x - xp.mean(x, axis=axes, keepdims=True))))
 def var(xp, x, axis=None, keepdims: bool = False, *, correction: float = 0, ddof: float | None = None):
     """Variance over ``axis``: ``sum((x - mean)**2) / (n - correction)`` for ``n`` elements.
 
@@ -157,11 +157,13 @@ def var(xp, x, axis=None, keepdims: bool = False, *, correction: float = 0, ddof
     raises ``InvalidArgumentError`` (numpy gives nan). The gradient is ``2 (x - mean) / (n - correction)``;
     forward rule (JVP): the sum of the tangent times it."""
     axes, d, dof = _deviations(xp, x, axis, correction, ddof, "var")
-    return xp.sum(d * d, axis=axes, keepdims=keepdims) / dof, (xp, axes, keepdims, d, dof)
+    return xp.sum(d * d, axis=axes, keepdims=keepdims) / dof, (xp, axes, keepdims, x, dof)
 
 
-def _std_slope(xp, axes, d, s, dof):
+def _std_slope(xp, axes, x, dof):
     """``(x - mean) / ((n - correction) std)``, and 0 where std is 0 (a kink, like ``abs`` at 0)."""
+    d = x - xp.mean(x, axis=axes, keepdims=True)
+    s = xp.sqrt(xp.sum(d * d, axis=axes, keepdims=True) / dof)
     s = xp.where(s > 0, s, xp.ones_like(s))  # std is 0 only where every deviation is 0: the gradient is 0
     return d / (dof * s)
 
@@ -174,10 +176,10 @@ def std(xp, x, axis=None, keepdims: bool = False, *, correction: float = 0, ddof
     one value), it is 0 rather than 0/0. Forward rule (JVP): the sum of the tangent times the gradient."""
     axes, d, dof = _deviations(xp, x, axis, correction, ddof, "std")
     s = xp.sqrt(xp.sum(d * d, axis=axes, keepdims=True) / dof)
-    return _reduced(s, xp, x.shape, axes, keepdims), (xp, axes, keepdims, d, s, dof)
+    return _reduced(s, xp, x.shape, axes, keepdims), (xp, axes, keepdims, x, dof)
 
 
-@unary(*by_slope(lambda xp, axes, e, s: e / s))
+@unary(*by_slope(lambda xp, axes, x: _softmax_of(xp, x, axes)))
 def logsumexp(xp, x, axis=None, keepdims: bool = False):
     """``log(sum(exp(x)))`` over ``axis``, shifted by the maximum so it never overflows; all -inf gives
     -inf, an inf gives inf, and an empty axis -inf (as in PyTorch). The gradient is the output's
@@ -187,7 +189,13 @@ def logsumexp(xp, x, axis=None, keepdims: bool = False):
     m = _shift(xp, x, axes)
     e = xp.exp(x - m)
     s = xp.sum(e, axis=axes, keepdims=True)
-    return _reduced(m + xp.log(s), xp, x.shape, axes, keepdims), (xp, axes, keepdims, e, s)
+    return _reduced(m + xp.log(s), xp, x.shape, axes, keepdims), (xp, axes, keepdims, x)
+
+
+def _softmax_of(xp: Any, x: Any, axes: Any) -> Any:
+    """``softmax(x)`` over ``axes``, shifted by the maximum (the slope of ``logsumexp``)."""
+    e = xp.exp(x - _shift(xp, x, axes))
+    return e / xp.sum(e, axis=axes, keepdims=True)
 
 
 def _softmax_rule(g, xp, y, ax):

@@ -16,8 +16,8 @@ from ..errors import (AxisError, DeviceMismatchError, DTypeError, IndexingError,
                       ShapeError)
 from ..ids import label
 from ..tensor import Tensor
-from .core import (ELEMENTWISE, LINEAR, broadcast_shape, check_devices, emit, normalize_axes, same, unary, where_false,
-                   where_true)
+from .core import (ELEMENTWISE, LINEAR, broadcast_shape, check_devices, emit, linear, normalize_axes, same, unary,
+                   where_false, where_true)
 
 __all__ = ["reshape", "permute", "transpose", "broadcast_to", "squeeze", "expand_dims", "flatten", "moveaxis",
            "concat", "stack", "split", "where", "getitem", "take_along_axis", "flip", "roll", "tile", "repeat",
@@ -340,6 +340,7 @@ def _view(t: Tensor, key: tuple) -> Tensor:
     return emit("index", t.data[key], (t,), (_scatter,), saved, t.device, lambda tangents, *_: tangents[0][key])
 
 
+@linear(lambda gg, device, shape, plain, plain_shape, g_shape: device.xp.reshape(gg[plain], g_shape))
 def _scatter(g: Any, device: Any, shape: tuple[int, ...], plain: tuple, plain_shape: tuple[int, ...]) -> Any:
     """The gradient of ``t[plain]`` (a basic key): zeros of ``t``'s shape with ``g`` where the
     values came from."""
@@ -371,6 +372,8 @@ def _take(t: Tensor, positions: np.ndarray) -> Tensor:
                 lambda tangents, *_: taken(tangents[0]))
 
 
+@linear(lambda gg, device, shape, flat, g_shape: device.xp.reshape(
+    device.xp.take(device.xp.reshape(gg, (-1,)), flat), g_shape))
 def _add_at(g: Any, device: Any, shape: tuple[int, ...], flat: Any) -> Any:
     """The gradient of a take at flat positions: ``g`` added into zeros at them, repeats summed."""
     xp = device.xp

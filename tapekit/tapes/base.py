@@ -34,6 +34,9 @@ class Record:
     ``parents`` are the records that made the operands, so an output's history can be walked
     whichever tape holds it. ``home`` is a weak reference to the tape that holds the record,
     ``None`` once a backward consumed it (then ``consumed_by`` says which).
+    ``links`` says which saved arrays are an operand's own array or the output's (see
+    ``ops.core.saved_links``), so a backward recorded for a second derivative can hand the rules
+    those tensors instead of constants; ``None`` when none is.
 
     Most ops have at most one operand that another op made (a chain, ``x @ W + b``), so a record
     keeps the first operand's parent itself and a tuple only for the other operands' parents, when
@@ -42,7 +45,7 @@ class Record:
     """
 
     __slots__ = ("id", "name", "inputs", "shapes", "out", "out_shape", "dtype", "rules", "saved",
-                 "first_parent", "other_parents", "home", "consumed_by")
+                 "first_parent", "other_parents", "home", "consumed_by", "links")
 
     def __init__(self, rid: int, name: str, inputs: tuple, shapes: tuple, out: int, dtype: Any,
                  rules: Sequence[Callable | None], saved: tuple, first_parent: "Record | None",
@@ -59,6 +62,7 @@ class Record:
         self.other_parents = other_parents
         self.home: weakref.ref | None = None
         self.consumed_by: str | None = None
+        self.links: tuple | None = None
 
     @property
     def parents(self) -> tuple:

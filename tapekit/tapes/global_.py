@@ -48,12 +48,14 @@ class GlobalTape(SharedTape):
         raise TapePolicyError("retaped() has no meaning under a GlobalTape: every op in the block goes to it. "
                               "Use OwnedTape, ArcTape or UnionTape for separate tapes.")
 
-    def backward(self, outputs: Any, seeds: Sequence[Any] | None = None, retain: bool = False):
-        """Backward on one output or a list of outputs recorded on this tape (``tk.backward``)."""
+    def backward(self, outputs: Any, seeds: Sequence[Any] | None = None, retain: bool = False,
+                 create_graph: bool = False):
+        """Backward on one output or a list of outputs recorded on this tape (``tk.backward``;
+        ``create_graph=True`` records the backward on this tape too)."""
         from ..backward import backward
         outs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
         for out in outs:
             if getattr(out, "_tape", None) is not self:
                 raise TapePolicyError(f"{getattr(out, 'label', out)} was not recorded on {self.label}; "
                                       f"call backward on the GlobalTape it was recorded on")
-        return backward(outs, seeds=seeds, retain=retain)
+        return backward(outs, seeds=seeds, retain=retain, create_graph=create_graph)

@@ -100,7 +100,7 @@ SPECS: list[OpSpec] = [
         _edge([[2.0, 1.0, 1.0, 1.0]], [[0.0, 1 / 3, 1 / 3, 1 / 3]], "ties share the gradient equally"),
         _edge([[[0.0, 1.0], [4.0, 4.0]]], [[[1.0, 0.0], [0.5, 0.5]]], "ties share it within each row", axis=-1),
         _edge([2.0], [1.0], ZERO_D, axis=-1)]),
-    OpSpec("prod", tk.prod, _reference(np.prod), _draw(_away_from_zero), edges=[
+    OpSpec("prod", tk.prod, _reference(np.prod), _draw(_away_from_zero), second=False, edges=[
         _edge([[2.0, 0.0, 3.0]], [[0.0, 6.0, 0.0]], "one zero: only it gets a gradient, the product of the others"),
         _edge([[0.0, 2.0, 0.0]], [[0.0, 0.0, 0.0]], "two zeros: every gradient is 0"),
         _edge([[[2.0, 0.0, 3.0], [1.0, 2.0, 3.0]]], [[[0.0, 6.0, 0.0], [6.0, 3.0, 2.0]]], "a zero in one row only",

@@ -1,0 +1,153 @@
+"""Function transforms, composable: ``grad``, ``vjp``, ``jacobian``, ``hessian``, ``hvp``.
+
+Each takes a function of tensors and gives another. Inputs that carry no tape are traced on a fresh
+``UnionTape``; inputs that already carry one (inside another transform, or traced by hand) keep
+it, and then the backward is recorded (``create_graph=True``) so that the result can be
+differentiated again: ``tk.grad(tk.grad(f))`` is the second derivative, and the outermost
+transform alone runs a plain backward. Results of the outermost transform carry no tape.
+
+JAX and ``torch.func`` name the same things: ``jax.grad`` / ``torch.func.grad``, ``jax.vjp`` /
+``torch.func.vjp``, ``jax.jacrev`` and ``jax.jacfwd`` / ``torch.func.jacrev`` and ``jacfwd``
+(``mode="rev"`` and ``"fwd"`` here), ``jax.hessian`` / ``torch.func.hessian``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from . import forward
+from .backward import backward
+from .devices import dtype_name, is_floating
+from .errors import DTypeError, InvalidArgumentError, OperandError, ShapeError
+from .forward import jacfwd, jvp
+from .ops import reshape, stack
+from .tapes import UnionTape
+from .tensor import Tensor
+
+__all__ = ["grad", "vjp", "jacobian", "hessian", "hvp"]
+
+
+def grad(f: Callable[..., Tensor], argnums: int | Sequence[int] = 0) -> Callable[..., Any]:
+    """The gradient of ``f``, a function of tensors with one value, as a function: ``tk.grad(f)(x)``
+    is ``df/dx`` at ``x``, a tensor of ``x``'s shape; with a tuple ``argnums``, a tuple of them.
+    ``tk.grad(tk.grad(f))`` is the second derivative of a function of one number."""
+    def grad_f(*args: Any) -> Any:
+        picked = _argnums(argnums, len(args), "grad")
+        args, nested = _traced(args, picked, "grad")
+        out = f(*args)
+        if not isinstance(out, Tensor) or out.size != 1:
+            shape = out.shape if isinstance(out, Tensor) else type(out).__name__
+            raise ShapeError(f"tk.grad needs f to return one value, but it returned {shape}. For the gradient of "
+                             f"every output use tk.jacobian(f, x); for one number, reduce it in f (f(x).sum()).")
+        grads = _pulled_back(out, None, [args[i] for i in picked], nested)
+        return grads[0] if isinstance(argnums, int) else tuple(grads)
+
+    grad_f.__name__ = f"grad_{getattr(f, '__name__', 'f')}"
+    return grad_f
+
+
+def vjp(f: Callable[..., Tensor], *primals: Tensor) -> tuple[Tensor, Callable[[Any], tuple]]:
+    """``f(*primals)`` and its vector-Jacobian product: ``vjp_fn(u)`` is the tuple of ``uᵀ J``, one
+    tensor per primal (``u`` of the output's shape). ``vjp_fn`` can be called many times."""
+    args, nested = _traced(primals, range(len(primals)), "vjp")
+    out = f(*args)
+    if not isinstance(out, Tensor):
+        raise OperandError(f"tk.vjp needs f to return a tensor, got {type(out).__name__}")
+
+    def vjp_fn(cotangent: Any) -> tuple:
+        return tuple(_pulled_back(out, cotangent, args, nested, retain=True))
+
+    return (out if nested else out.split_tape()[0]), vjp_fn
+
+
+def jacobian(f: Callable[[Tensor], Tensor], x: Tensor, mode: str = "rev") -> Tensor:
+    """The Jacobian of ``f`` at ``x``: a tensor of shape ``f(x).shape + x.shape``. ``mode="rev"``
+    builds it a row at a time, one backward per output value (``jax.jacrev``); ``mode="fwd"`` a
+    column at a time, one forward-mode pass per input value (``jax.jacfwd``)."""
+    if mode == "rev":
+        out, pull = vjp(f, x)
+        rows = [pull(_unit(out, i))[0] for i in range(out.size)]
+        return _assembled(rows, out.shape + x.shape, x)
+    if mode == "fwd":
+        _traced((x,), (0,), "jacobian")
+        return jacfwd(f, x)
+    raise InvalidArgumentError(f"jacobian: mode must be 'rev' (a backward per output value) or 'fwd' (a forward "
+                               f"pass per input value), got {mode!r}")
+
+
+def hessian(f: Callable[[Tensor], Tensor], x: Tensor) -> Tensor:
+    """The Hessian of ``f`` (one value) at ``x``: the Jacobian of its gradient, of shape
+    ``x.shape + x.shape``, a column per forward pass through the recorded backward (forward mode
+    over reverse mode, as ``jax.hessian``). Inside another transform (``x`` carries a tape), where
+    forward mode cannot pass a tangent back, row by row: reverse mode over reverse mode."""
+    return jacobian(grad(f), x, mode="fwd" if x.tape is None else "rev")
+
+
+def hvp(f: Callable[[Tensor], Tensor], x: Tensor, v: Tensor) -> Tensor:
+    """The Hessian of ``f`` at ``x`` times ``v`` (``x``'s shape), without building the Hessian: the
+    derivative of ``grad(f)`` along ``v``, one forward pass through the recorded backward (forward
+    mode over reverse mode). Inside another transform, the gradient of ``grad(f) · v``."""
+    if x.tape is None:
+        return jvp(grad(f), (x,), (v,))[1]
+    return grad(lambda y: (grad(f)(y) * v).sum())(x)
+
+
+# -- helpers -----------------------------------------------------------------------------------------
+def _argnums(argnums: Any, n: int, what: str) -> tuple[int, ...]:
+    picked = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+    if not picked or any(not isinstance(i, int) or not -n <= i < n for i in picked):
+        raise InvalidArgumentError(f"tk.{what}: argnums={argnums!r} does not name arguments of a call with {n}; "
+                                   f"give an int from 0 to {n - 1} or a tuple of them")
+    return tuple(i % n for i in picked)
+
+
+def _traced(args: Sequence[Any], picked: Sequence[int], what: str) -> tuple[list[Any], bool]:
+    """The arguments with those differentiated traced (on one fresh UnionTape, unless one carries a
+    tape already), and whether this transform runs inside another (one did, or inside ``tk.jvp``)."""
+    args = list(args)
+    for i in picked:
+        t = args[i]
+        if not isinstance(t, Tensor):
+            raise OperandError(f"tk.{what} differentiates tensors, but argument {i} is a {type(t).__name__}; make it "
+                               f"one with dev.tensor(value, dtype='float64')")
+        if not is_floating(t.dtype):
+            raise DTypeError(f"tk.{what}: argument {i} has dtype {dtype_name(t.dtype)}, which has no derivative; "
+                             f"pass a float tensor, e.g. dev.tensor(values, dtype='float64')")
+    traced = any(args[i].tape is not None for i in picked)
+    if not traced:
+        tape = UnionTape()
+        for i in picked:
+            args[i] = args[i].trace(tape)
+    return args, traced or forward._tangents.get() is not None  # inside tk.jvp, the backward is recorded too
+
+
+def _pulled_back(out: Tensor, seed: Any, wrt: Sequence[Tensor], nested: bool, retain: bool = False) -> list[Tensor]:
+    """The gradients of ``out`` (from ``seed``) for each of ``wrt``: traced tensors when nested,
+    else tensors on no tape; zeros for an input ``out`` does not depend on."""
+    if out.tape is None:
+        return [_zeros_like(t) for t in wrt]
+    grads = backward([out], None if seed is None else [seed], retain=retain or nested, create_graph=nested)
+    found = [grads.get(t) for t in wrt]
+    if nested:
+        return [_zeros_like(t) if g is None else g for g, t in zip(found, wrt)]
+    return [_zeros_like(t) if g is None else Tensor(g, t.device) for g, t in zip(found, wrt)]
+
+
+def _zeros_like(t: Tensor) -> Tensor:
+    return Tensor(t.device.count(t.device.xp.zeros_like(t.data)), t.device)
+
+
+def _unit(t: Tensor, i: int) -> Tensor:
+    """A tensor of ``t``'s shape and dtype: 1 at flat index ``i``, 0 elsewhere."""
+    e = np.zeros(t.size)
+    e[i] = 1.0
+    return t.device.tensor(e.reshape(t.shape), dtype=dtype_name(t.dtype))
+
+
+def _assembled(parts: list[Tensor], shape: tuple, x: Tensor) -> Tensor:
+    """Rows (or columns) stacked into one tensor of ``shape``."""
+    if not parts:
+        return Tensor(x.device.xp.zeros(shape, dtype=x.dtype, **x.device._placement()), x.device)
+    return reshape(stack(parts), shape)

@@ -1,0 +1,147 @@
+"""``backward(..., create_graph=True)``: the backward recorded on the outputs' tape under every
+policy, so a gradient is a traced tensor that a second backward differentiates; and all or nothing,
+with faults injected into the rules as for the first-order backward."""
+
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+import tapekit as tk
+
+from .conftest import POLICIES
+from .test_all_or_nothing import Faults, reference_grads, records_of, rule_calls, state
+from .test_fuzz_programs import DEV, owned, programs, run, shared
+
+X = np.array([0.5, -1.0, 2.0])
+
+
+def second_of_tanh_chain(x: np.ndarray) -> np.ndarray:
+    """``d/dx sum(d/dx sum(tanh(x) * x))``: f' = tanh + x s, f'' = 2 s - 2 x t s with s = 1 - t²."""
+    t = np.tanh(x)
+    s = 1 - t * t
+    return 2 * s - 2 * x * t * s
+
+
+def traced_under(policy: str, x: tk.Tensor):
+    """``x`` on a fresh tape of ``policy`` (two handles under OwnedTape: one retaped) and the block
+    a GlobalTape needs."""
+    if policy == "global":
+        tape = tk.GlobalTape()
+        with tape:
+            t = x.trace(tape)
+        return tape, (t, t)
+    t = x.trace(POLICIES[policy]())
+    return t.tape, ((t, t.retaped()) if policy == "owned" else (t, t))
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_a_second_backward_differentiates_the_gradient_under_every_policy(policy, dev):
+    x = dev.tensor(X, dtype="float64")
+    tape, (a, b) = traced_under(policy, x)
+    with tape if policy == "global" else contextlib.nullcontext():
+        loss = (a.tanh() * b).sum()
+    forward_records = len(loss.tape)
+    g = loss.backward(create_graph=True)
+    assert g[x].tape is not None and g[x].tape.same_as(loss.tape), "the backward's records go onto the outputs' tape"
+    assert len(loss.tape) > forward_records, "the forward's records are kept, the backward's follow them"
+    t = np.tanh(X)
+    np.testing.assert_allclose(g[x].numpy(), t + X * (1 - t * t))
+    h = g[x].sum().backward()
+    np.testing.assert_allclose(h[x], second_of_tanh_chain(X))
+    assert len(tape) == 0, "the second backward drains the tape of both the forward's and the backward's records"
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_inside_and_after_a_global_block_or_any_policy_third_order_works(policy):
+    x = tk.Cpu().tensor(0.3, dtype="float64")
+    tape, (a, _) = traced_under(policy, x)
+    with tape if policy == "global" else contextlib.nullcontext():
+        y = a.sin()
+        g1 = y.backward(create_graph=True)[x]  # cos
+    g2 = g1.backward(create_graph=True)[x]  # -sin
+    g3 = g2.backward()[x]  # -cos
+    assert np.isclose(g3, -np.cos(0.3))
+
+
+def test_under_owned_tape_a_gradient_is_an_owned_handle_moved_by_its_first_use():
+    x = tk.Cpu().tensor(X, dtype="float64")
+    g = x.trace(tk.OwnedTape()).exp().sum().backward(create_graph=True)[x]
+    first = g * 2.0
+    with pytest.raises(tk.TapeMovedError):
+        g * 3.0
+    assert first.sum().backward()[x].shape == (3,)
+
+
+def test_held_entries_and_leaf_sets_are_kept_as_a_first_order_backward_keeps_them():
+    dev = tk.Cpu()
+    x, w = dev.tensor(X, dtype="float64"), dev.tensor([1.0, 2.0, 3.0], dtype="float64")
+    grads = tk.Gradients()
+    grads.alloc(x)[...] = 1.0  # an entry the tape held before: part of the gradient
+    tape = tk.UnionTape(grads=grads, leaves=[x])
+    g = (x.trace(tape) * x.trace(tape) * w).sum().backward(create_graph=True)
+    np.testing.assert_allclose(g[x].numpy(), 2 * X * w.numpy() + 1.0)
+    with pytest.raises(tk.MissingGradientError):
+        g[w]
+    np.testing.assert_allclose(g[x].sum().backward()[x], 2 * w.numpy())
+
+
+def test_an_op_without_a_recorded_rule_says_so_and_changes_nothing():
+    x = tk.Cpu().tensor(X + 3.0, dtype="float64")
+    loss = x.trace(tk.UnionTape()).prod()
+    before = len(loss.tape)
+    with pytest.raises(tk.BackwardError) as info:
+        loss.backward(create_graph=True)
+    assert isinstance(info.value.__cause__, tk.SecondOrderError)
+    assert "cumulative_prod" in str(info.value) and "second derivative" in str(info.value)
+    assert len(loss.tape) == before
+    np.testing.assert_allclose(loss.backward()[x], np.prod(X + 3.0) / (X + 3.0))
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("where", ["first", "middle", "last"])
+@pytest.mark.parametrize("fault", [RuntimeError("boom"), KeyboardInterrupt()], ids=["error", "interrupt"])
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(program=programs(), preallocated=st.booleans())
+def test_a_failing_rule_of_a_recorded_backward_changes_nothing(policy, where, fault, program, preallocated):
+    leaves = [DEV.tensor(v, dtype="float64") for v in program.values]
+    grads = tk.Gradients() if preallocated else None
+    for x in leaves if preallocated else ():
+        grads.alloc(x)
+    block = tk.GlobalTape(grads=grads) if policy == "global" else contextlib.nullcontext()
+    with block as active:
+        tapes = [active if policy == "global" else POLICIES[policy](grads=grads if i == 0 else None)
+                 for i, _ in enumerate(leaves)]
+        traced = [x.trace(tape) for x, tape in zip(leaves, tapes)]
+        outs = [o for o in run(program, traced, owned if policy == "owned" else shared) if o.tape is not None]
+    records = records_of(outs)
+    n = rule_calls(records)
+    if not outs or n == 0:
+        return
+    seeds = [DEV.tensor(np.ones(o.shape), dtype="float64") for o in outs]
+    faults = Faults(records, {"first": 0, "middle": n // 2, "last": n - 1}[where], fault)
+    before = state(tapes, traced, outs)
+    error = type(fault) if isinstance(fault, KeyboardInterrupt) else tk.BackwardError
+    with pytest.raises(error):
+        tk.backward(outs, seeds, create_graph=True)
+    assert state(tapes, traced, outs) == before
+    faults.remove()
+    got = tk.backward(outs, seeds, create_graph=True)
+    for x, want in zip(leaves, reference_grads(program, policy, seeds, leaves)):
+        if want is not None:
+            assert isinstance(got[x], tk.Tensor) and got[x].tape is not None
+            np.testing.assert_allclose(got[x].numpy(), want, rtol=1e-9, atol=1e-12)
+
+
+def test_an_optimizer_steps_with_a_recorded_backwards_gradients_as_with_a_plain_one():
+    dev = tk.Cpu(seed=0, default_dtype="float64")
+    models = [tk.nn.Linear(3, 2, device=dev) for _ in range(2)]
+    models[1].weight.data, models[1].bias.data = models[0].weight.data.copy(), models[0].bias.data.copy()
+    x, target = dev.tensor(np.ones((4, 3))), dev.tensor(np.zeros((4, 2)))
+    for model, create_graph in zip(models, (False, True)):
+        loss = tk.mse_loss(model.trace(tk.UnionTape())(x), target)
+        tk.optim.Sgd(model, lr=0.1).update(model, loss.backward(create_graph=create_graph))
+    np.testing.assert_array_equal(models[0].weight.numpy(), models[1].weight.numpy())

@@ -1,0 +1,162 @@
+"""The function transforms against closed forms and central differences: ``tk.grad`` (nested),
+``tk.vjp``, ``tk.jacobian`` both ways, ``tk.hessian`` and ``tk.hvp``, on every device; and their
+errors, which name the fix."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tapekit as tk
+
+from .conftest import host
+
+RNG = np.random.default_rng(7)
+A = RNG.standard_normal((4, 4))
+W = RNG.standard_normal((3, 4))
+X = np.array([0.3, -0.8, 1.1, 0.5])
+
+
+def central(f, x: np.ndarray, eps: float = 1e-5) -> np.ndarray:
+    """The Jacobian of ``f`` (arrays to arrays) at ``x`` by central differences, of shape f(x).shape + x.shape."""
+    cols = []
+    for i in range(x.size):
+        e = np.zeros(x.size)
+        e[i] = eps
+        cols.append((f(x + e.reshape(x.shape)) - f(x - e.reshape(x.shape))) / (2 * eps))
+    return np.moveaxis(np.array(cols), 0, -1).reshape(np.shape(f(x)) + x.shape)
+
+
+def test_grad_of_grad_of_grad_is_the_third_derivative(dev):
+    x = dev.tensor(0.7, dtype="float64")
+
+    def f(t):
+        return t.sin() * t
+
+    assert np.isclose(host(tk.grad(f)(x)), np.cos(0.7) * 0.7 + np.sin(0.7))
+    assert np.isclose(host(tk.grad(tk.grad(f))(x)), 2 * np.cos(0.7) - 0.7 * np.sin(0.7))
+    assert np.isclose(host(tk.grad(tk.grad(tk.grad(f)))(x)), -3 * np.sin(0.7) - 0.7 * np.cos(0.7))
+    assert tk.grad(tk.grad(f))(x).tape is None, "the outermost transform's result carries no tape"
+
+
+def test_grad_takes_argnums_and_gives_zeros_for_an_unused_input(dev):
+    x, y = dev.tensor(X, dtype="float64"), dev.tensor(X[::-1].copy(), dtype="float64")
+    gx, gy = tk.grad(lambda a, b: (a * b).sum(), argnums=(0, 1))(x, y)
+    np.testing.assert_allclose(host(gx), X[::-1])
+    np.testing.assert_allclose(host(gy), X)
+    np.testing.assert_allclose(host(tk.grad(lambda a, b: (b * 2.0).sum())(x, y)), np.zeros(4))
+
+
+def test_x_transpose_a_x_has_hessian_a_plus_a_transpose(dev):
+    a = dev.tensor(A, dtype="float64")
+    h = tk.hessian(lambda x: x @ (a @ x), dev.tensor(X, dtype="float64"))
+    np.testing.assert_allclose(host(h), A + A.T, atol=1e-12)
+
+
+def test_a_tanh_chain_against_its_closed_form(dev):
+    w = dev.tensor(W, dtype="float64")
+    x = dev.tensor(X, dtype="float64")
+    t = np.tanh(W @ X)
+    np.testing.assert_allclose(host(tk.jacobian(lambda x: (w @ x).tanh(), x)), (1 - t * t)[:, None] * W)
+    np.testing.assert_allclose(host(tk.jacobian(lambda x: (w @ x).tanh(), x, mode="fwd")), (1 - t * t)[:, None] * W)
+    want = W.T @ np.diag(-2 * t * (1 - t * t)) @ W  # d² sum(tanh(W x)) / dx²
+    np.testing.assert_allclose(host(tk.hessian(lambda x: (w @ x).tanh().sum(), x)), want, atol=1e-12)
+
+
+def test_softmax_cross_entropy_has_hessian_diag_p_minus_p_p_transpose(dev):
+    z = dev.tensor(X, dtype="float64")
+    p = np.exp(X) / np.exp(X).sum()
+    for loss in (lambda z: tk.cross_entropy(z.reshape(1, 4), np.array([2])),
+                 lambda z: -z.log_softmax()[2]):
+        np.testing.assert_allclose(host(tk.hessian(loss, z)), np.diag(p) - np.outer(p, p), atol=1e-12)
+
+
+def test_the_mlp_loss_hessian_against_central_differences_of_its_gradient():
+    dev = tk.Cpu(seed=0)
+    first, second = tk.nn.Linear(3, 4, device=dev, dtype="float64"), tk.nn.Linear(4, 2, device=dev, dtype="float64")
+    inputs = dev.tensor(RNG.standard_normal((5, 3)), dtype="float64")
+    labels = np.array([0, 1, 1, 0, 1])
+
+    def loss_of(flat: tk.Tensor) -> tk.Tensor:  # the loss as a function of the first layer's weight
+        hidden = (inputs @ flat.reshape(3, 4) + first.bias).tanh()
+        return tk.cross_entropy(second(hidden), labels)
+
+    def gradient(values: np.ndarray) -> np.ndarray:
+        return host(tk.grad(loss_of)(dev.tensor(values, dtype="float64")))
+
+    flat = first.weight.numpy().reshape(-1)
+    hess = host(tk.hessian(loss_of, dev.tensor(flat, dtype="float64")))
+    np.testing.assert_allclose(hess, central(gradient, flat), atol=1e-7)
+    np.testing.assert_allclose(hess, hess.T, atol=1e-12)
+    np.testing.assert_allclose(host(tk.jacobian(tk.grad(loss_of), dev.tensor(flat, dtype="float64"))), hess,
+                               atol=1e-12)
+
+
+def test_hvp_is_the_hessian_times_v_forward_over_reverse_and_inside_grad(dev):
+    a = dev.tensor(A, dtype="float64")
+    x, v = dev.tensor(X, dtype="float64"), dev.tensor(X[::-1].copy(), dtype="float64")
+
+    def f(x):
+        return (a @ x).sin().sum() + (x * x * x).sum()
+
+    h = host(tk.hessian(f, x))
+    np.testing.assert_allclose(host(tk.hvp(f, x, v)), h @ X[::-1], atol=1e-12)
+    # inside another transform the gradient of hvp . 1 is the third derivative contracted with v
+    third = tk.grad(lambda y: tk.hvp(f, y, v).sum())(x)
+    np.testing.assert_allclose(host(third), central(lambda p: host(tk.hessian(f, dev.tensor(p, dtype="float64")))
+                                                    @ X[::-1], X).sum(axis=0), atol=1e-6)
+
+
+def test_vjp_gives_u_transpose_j_for_many_u(dev):
+    w = dev.tensor(W, dtype="float64")
+    out, pull = tk.vjp(lambda x, y: (w @ x).tanh() * y, dev.tensor(X, dtype="float64"),
+                       dev.tensor([1.0, 2.0, 3.0], dtype="float64"))
+    t = np.tanh(W @ X)
+    np.testing.assert_allclose(host(out), t * [1, 2, 3])
+    assert out.tape is None
+    for u in np.eye(3):
+        gx, gy = pull(dev.tensor(u, dtype="float64"))
+        np.testing.assert_allclose(host(gx), u @ (((1 - t * t) * [1, 2, 3])[:, None] * W))
+        np.testing.assert_allclose(host(gy), u * t)
+
+
+def test_the_errors_name_the_fix():
+    dev = tk.Cpu()
+    x = dev.tensor(X, dtype="float64")
+    with pytest.raises(tk.ShapeError, match="tk.jacobian"):
+        tk.grad(lambda x: x * 2.0)(x)
+    with pytest.raises(tk.DTypeError, match="float"):
+        tk.grad(lambda x: x.sum())(dev.tensor([1, 2], dtype="int64"))
+    with pytest.raises(tk.OperandError, match="dev.tensor"):
+        tk.grad(lambda x: x.sum())(np.ones(3))
+    with pytest.raises(tk.BackwardError, match="no second derivative") as info:
+        tk.hessian(lambda x: x.prod(), x)
+    assert isinstance(info.value.__cause__, tk.SecondOrderError)
+    with pytest.raises(tk.InvalidArgumentError, match="'rev'"):
+        tk.jacobian(lambda x: x, x, mode="sideways")
+
+
+def test_compiled_newton_and_hvp_steps_equal_eager_bitwise(dev):
+    a = dev.tensor(np.array([[3.0, 1.0], [1.0, 2.0]]), dtype="float64")
+    b = dev.tensor(np.array([1.0, -1.0]), dtype="float64")
+
+    def f(x):
+        return 0.5 * (x @ (a @ x)) - b @ x + (x * x * x * x).sum() * 0.1
+
+    def newton(x):  # the gradient, the Hessian (forward over reverse) and a Hessian-vector product
+        g = tk.grad(f)(x)
+        return g, tk.hessian(f, x), tk.hvp(f, x, g), tk.jvp(f, (x,), (g,))[1]
+
+    def recorded(x):  # create_graph by hand: the gradient of |grad f|^2 / 2, which is H g
+        t = x.trace(tk.UnionTape())
+        g = f(t).backward(create_graph=True)[x]
+        return (g * g).sum().backward()[x] * 0.5
+
+    for fn in (newton, recorded):
+        step = tk.compile(fn)
+        for start in ([0.3, -0.2], [1.3, 0.4], [-2.0, 0.5]):
+            x = dev.tensor(np.array(start), dtype="float64")
+            got, want = step(x), fn(x)
+            for g, w in zip(*((got, want) if isinstance(got, tuple) else ((got,), (want,)))):
+                np.testing.assert_array_equal(host(g), host(w))
+        assert len(step.history) == 1 and step.history[0].calls == 2
