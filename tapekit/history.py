@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
 from .ids import label
-from .tapes.base import Record, Tape
+from .tapes.base import Record, Tape, plural
 
 
 def history(outputs: Sequence[Any]) -> list[Record]:
@@ -131,7 +131,3 @@ def _advice(hidden: Sequence[Record]) -> str:
                 "backward(retain=True).")
     return "Run tk.backward([...]) over all outputs at once, or use tk.UnionTape() so merged tapes stay one."
 
-
-def plural(n: int, noun: str, many: str | None = None) -> str:
-    """``1 record``, ``2 records`` (``many``: the plural when it is not ``noun + "s"``)."""
-    return f"{n} {noun if n == 1 else many or noun + 's'}"
