@@ -44,7 +44,7 @@ def where(rec: Record) -> str:
     """Where a record is, in words: its tape's label, or what happened to it."""
     tape = home_of(rec)
     if tape is not None:
-        return f"on {tape.label}"
+        return f"on tape {tape.label}"
     return f"consumed by {rec.consumed_by}" if rec.consumed_by else "dropped with its tape"
 
 

@@ -183,3 +183,12 @@ def tape_list(births: Sequence[int]) -> str:
 def of_tape(tape: Any) -> tuple[int, ...]:
     """The births of the tapes a live tape object is made of (several for a merged UnionTape)."""
     return tuple(tape._store()._parts())
+
+
+def name_unshown(tid: int, name: str) -> None:
+    """Name the tensor ``name`` unless it has a name or was shown already (then it keeps its label)."""
+    if tid in _given or tid in _labels:
+        return
+    run = _runs.of(tid, _runs.ids, 1)
+    if run is None or run not in _runs.labels:
+        set_name(tid, name)
