@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
 from .ids import label
-from .tapes.base import Record, Tape, plural
+from .tapes.base import Record, Tape, is_spent, plural
 
 
 def history(outputs: Sequence[Any]) -> list[Record]:
@@ -37,7 +37,7 @@ def store_at(home: Any) -> Tape | None:
 def live_store(tensor: Any) -> Tape | None:
     """The tape object a tensor's handle records into, ``None`` when it has none or it is spent."""
     tape = tensor._tape
-    return None if tape is None or tape._spent is not None else tape._store()
+    return None if tape is None or is_spent(tape) else tape._store()
 
 
 def where(rec: Record) -> str:

@@ -346,6 +346,11 @@ class MovedTape(SpentTape):
         return moved_into(self._tid, self._by)
 
 
+def is_spent(tape: Tape) -> bool:
+    """Whether a tape handle can no longer record, without writing its error (which names tensors)."""
+    return isinstance(tape, SpentTape) or tape._spent is not None
+
+
 def raise_spent(tape: Tape) -> None:
     """Raise a fresh copy of the error a spent tape stands for."""
     err = tape._spent

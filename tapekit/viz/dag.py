@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import html
 import re
+import textwrap
 from typing import Any, Iterable, Mapping
 
 from ..history import plural
@@ -21,6 +22,7 @@ from .picture import Picture
 from .scene import OpView, Scene, TensorView, capture, tensors_given
 
 FONT = "Helvetica"
+LEGEND_WIDTH = 36  # characters to a line of the legend: the key is seldom wider than the DAG
 # The root <svg> element Graphviz writes keeps its drawn size (text of 10 pt and more at 100% zoom),
 # and a style lets it shrink, never grow, when it is shown inline in a narrower container (a widget
 # column, nbviewer). JupyterLab shows an image/svg+xml output as an <img> of its drawn size, where
@@ -137,20 +139,21 @@ def _op_style(op: OpView, colour: str) -> dict[str, str]:
 def fate_text(op: OpView, scene: Scene) -> str:
     """Why no tape holds an op's record, in the words every picture uses."""
     if op.fate == "dropped":
-        return "grey, dashed: its tape is gone\n(no tensor held it)"
-    drained = [t for t in scene.tapes.values() if t.state and f"drained by {op.by}" in t.state]
+        return "grey, dashed: its tape is gone (no tensor held it)"
+    drained = [t for t in scene.tapes.values() if f"drained by {op.by}," in t.state]
     if op.fate == "drained" and drained:
         names = " and ".join(f"tape {t.look.name}" for t in drained)
-        return f"grey, dashed: run by {op.by}, let go;\nit drained {names}, which records again"
+        return f"grey, dashed: run by {op.by} and let go; it drained {names}, which records again"
     if op.fate == "consumed":
-        return f"grey, dashed: run by {op.by}, let go;\nit consumed the OwnedTape, which cannot record"
-    return f"grey, dashed: run by {op.by}, let go"
+        return f"grey, dashed: run by {op.by} and let go; it consumed the OwnedTape, which cannot record"
+    return f"grey, dashed: run by {op.by} and let go"
 
 
 def tape_text(tape: Any) -> str:
-    """``tape A: ArcTape (absorbed B), holds 2 records``: a tape's line in every legend."""
-    state = f" ({tape.state})" if tape.state else ""
-    return f"tape {tape.look.name}: {tape.policy}{state}, holds {plural(tape.records, 'record')}"
+    """``tape A: ArcTape, holds 2 records`` and, a line each, what merges and backwards did to it
+    (``absorbed B``): a tape's entry in every legend."""
+    lines = [f"tape {tape.look.name}: {tape.policy}, holds {plural(tape.records, 'record')}"]
+    return "\n".join(lines + [part for part in tape.state.split("; ") if part])
 
 
 def _legend(scene: Scene, colours: TapeLooks) -> str:
@@ -174,11 +177,12 @@ def marks(scene: Scene) -> list[str]:
     views = scene.tensors.values()
     words = []
     if any(v.leaf for v in views):
-        words.append("white: a leaf (no op made it);\noutline: the tape of the first op reading it")
+        words.append("white: a leaf (no op made it), outlined in the colour of the tape of the first op "
+                     "reading it")
     if any(not v.leaf for v in views):
         words.append("filled: made by an op, in its tape's colour")
     if any(v.output for v in views):
-        words.append("bold, thick outline: a tensor drawn here;\noutline: the tape it carries")
+        words.append("bold, thick outline: a tensor drawn here, outlined in the colour of the tape it carries")
     return words
 
 
@@ -198,6 +202,6 @@ def _swatch(fill: str, sample: str = "") -> str:
 
 
 def _text(text: str, ink: str | None = None) -> str:
-    """An explanation cell (lines split at ``\\n``), in ``ink`` if given."""
-    lines = "<BR/>".join(html.escape(line) for line in text.split("\n"))
+    """An explanation cell, in ``ink`` if given: its lines (split at ``\\n``) wrapped to a narrow key."""
+    lines = "<BR/>".join(html.escape(part) for line in text.split("\n") for part in textwrap.wrap(line, LEGEND_WIDTH))
     return _cell(lines if ink is None else f'<FONT COLOR="{ink}">{lines}</FONT>')

@@ -116,7 +116,7 @@ def _snapshot(tensors: Sequence[Any], scene: Scene, label: str) -> Snapshot:
     shares = tuple(TapeShare(info.tape._born, look_of(info.tape), type(info.tape).__name__, info.records,
                              info.grad_entries, info.nbytes, info.state)
                    for info in live_tapes(*tensors))
-    return Snapshot(label, tuple(sorted(shares, key=lambda t: t.birth)),
+    return Snapshot(label, tuple(sorted(shares, key=lambda t: t.look.order)),
                     tuple(_output_share(t, scene.name(t.id)) for t in tensors))
 
 
@@ -199,7 +199,7 @@ def _panel(ax: Any, snap: Snapshot) -> None:
     for tape in snap.tapes:
         colour = colours.colour(tape.birth)
         ax.barh(y, tape.records, color=colour, edgecolor=colour, linewidth=2, height=0.6)
-        state = f"\n{tape.state}" if tape.state else ""
+        state = "".join(f"\n{part}" for part in tape.state.split("; ") if part)
         labels.append(f"{colours.name(tape.birth)} ({tape.policy}){state}\n{plural(tape.records, 'record')}, "
                       f"{plural(tape.grad_entries, 'grad entry', 'grad entries')}, {tape.nbytes:,} B")
         y += 1

@@ -13,7 +13,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from ..errors import InvalidArgumentError
 from ..history import history, home_of, live_store
 from ..ids import label, label_all, letter_all, name_unshown
-from ..tapes.base import Tape
+from ..tapes.base import Tape, is_spent
 from ..tensor import Tensor
 from .palette import TapeLook, TapeLooks, look_of
 
@@ -140,8 +140,8 @@ class _Fates:
 
     def __init__(self, handles: Mapping[int, tuple[Tensor, str | None]]) -> None:
         carried = [h._tape for h, _ in handles.values() if h._tape is not None]
-        self.drained = {t._store()._drained for t in carried if t._spent is None}
-        self.spent = any(t._spent is not None for t in carried)
+        self.drained = {t._store()._drained for t in carried if not is_spent(t)}
+        self.spent = any(is_spent(t) for t in carried)
 
     def view(self, rec: Any) -> OpView:
         store = home_of(rec)
