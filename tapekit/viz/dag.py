@@ -110,15 +110,16 @@ def _tensor_label(view: TensorView) -> str:
 
 def tensor_style(view: TensorView, colours: TapeLooks, fill: float = 0.6) -> dict[str, str]:
     """How every picture draws a tensor: a leaf white, outlined in the colour of the tape of the
-    first op that reads it; a tensor an op made filled in its tape's colour; a tensor drawn (an
-    output) bold, its thick outline in the colour of the tape it carries; a missing gradient red."""
+    first op that reads it (no op yet: the tape it carries); a tensor an op made filled in its
+    tape's colour and, when it is drawn as an output, bold with a thick outline in the colour of
+    the tape it carries; a missing gradient red."""
     if view.leaf:
-        style = {"shape": "record", "style": "filled", "fillcolor": "white", "penwidth": "1.5",
-                 "color": colours.colour(view.outline) if view.outline is not None or not view.output
-                 else INK}
-    else:
-        colour = colours.colour(view.made_on)
-        style = {"shape": "record", "style": "filled", "fillcolor": lighten(colour, fill), "color": colour}
+        tape = view.outline if view.outline is not None or view.carries is None else view.carries
+        return {"shape": "record", "style": "filled", "fillcolor": "white", "penwidth": "1.5",
+                "color": colours.colour(tape) if view.outline is not None or view.carries is not None else INK,
+                **({"fontcolor": MISSING} if view.grad is False else {})}
+    colour = colours.colour(view.made_on)
+    style = {"shape": "record", "style": "filled", "fillcolor": lighten(colour, fill), "color": colour}
     if view.output:
         style.update(penwidth="3", fontname=f"{FONT}-Bold")
         if view.carries is not None:
@@ -150,9 +151,9 @@ def fate_text(op: OpView, scene: Scene) -> str:
 
 
 def tape_text(tape: Any) -> str:
-    """``tape A: ArcTape, holds 2 records`` and, a line each, what merges and backwards did to it
+    """``tape A: ArcTape, 2 records`` and, a line each, what merges and backwards did to it
     (``absorbed B``): a tape's entry in every legend."""
-    lines = [f"tape {tape.look.name}: {tape.policy}, holds {plural(tape.records, 'record')}"]
+    lines = [f"tape {tape.look.name}: {tape.policy}, {plural(tape.records, 'record')}"]
     return "\n".join(lines + [part for part in tape.state.split("; ") if part])
 
 
@@ -178,10 +179,10 @@ def marks(scene: Scene) -> list[str]:
     words = []
     if any(v.leaf for v in views):
         words.append("white: a leaf (no op made it), outlined in the colour of the tape of the first op "
-                     "reading it")
+                     "reading it (none yet: the tape it carries)")
     if any(not v.leaf for v in views):
         words.append("filled: made by an op, in its tape's colour")
-    if any(v.output for v in views):
+    if any(v.output and not v.leaf for v in views):
         words.append("bold, thick outline: a tensor drawn here, outlined in the colour of the tape it carries")
     return words
 
