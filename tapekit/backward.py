@@ -15,7 +15,7 @@ from .errors import (BackwardError, DeviceMismatchError, DTypeError, IncompleteT
 from .gradients import Gradients, united_leaves, updatable
 from .history import Coverage, coverage, store_at
 from .ops.core import unbroadcast
-from .ids import label
+from .ids import label, labels_later
 from .tapes.base import Record, Tape, _by_id, consumed_error
 from .tapes.merge import check_one_policy, merge_tapes
 from .tensor import Tensor
@@ -36,7 +36,7 @@ def backward(outputs: Any, seeds: Sequence[Any] | None = None, retain: bool = Fa
     seeds = _seeds(outputs, seeds)
     tapes = [_tape_of(out) for out in outputs]
     check_one_policy(outputs, tapes, "tk.backward")
-    names = ", ".join(out.label for out in outputs)
+    names = labels_later([out.id for out in outputs])  # written when a message is read
     stores = list(dict.fromkeys(tape._store() for tape in tapes))
     cov = Coverage([]) if _holds_history(outputs, stores) else coverage(outputs, stores)
     if not cov.complete:
@@ -52,7 +52,7 @@ def backward(outputs: Any, seeds: Sequence[Any] | None = None, retain: bool = Fa
     grads._partial |= cov.incomplete | cov.missed.keys()  # a missed tensor may still get a zero entry elsewhere
     grads._ran = tape._store()._ref
     if not retain:
-        by = f"the backward on {names}"
+        by = names.after("the backward on ")
         for rec in records:  # what each record saved is let go
             rec.rules = rec.saved = rec.home = None
             rec.consumed_by = by
@@ -242,8 +242,8 @@ def _add(found: Found, tid: int, grad: Any, xp: Any) -> None:
 
 
 def _rule_error(rec: Record | None, tid: int | None, err: Exception) -> BackwardError:
-    what = (f"the backward rule of {rec.line()} for its operand {label(tid)}" if rec is not None and tid is not None
-            else f"backward at {rec.line()}" if rec is not None else "backward")
+    what = (f"the backward rule of `{rec.line()}` for its operand {label(tid)}" if rec is not None and tid is not None
+            else f"backward at `{rec.line()}`" if rec is not None else "backward")
     return BackwardError(f"{what} raised {type(err).__name__}: {err}. Nothing changed: every tape and gradient "
                          f"is as it was before this backward, so fix the cause and call backward again.")
 

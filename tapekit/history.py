@@ -45,7 +45,7 @@ def where(rec: Record) -> str:
     tape = home_of(rec)
     if tape is not None:
         return f"on tape {tape.label}"
-    return f"consumed by {rec.consumed_by}" if rec.consumed_by else "dropped with its tape"
+    return f"let go by {rec.consumed_by}" if rec.consumed_by else "dropped with its tape"
 
 
 def holder_hint(tape: Tape) -> str:
@@ -114,7 +114,7 @@ def _why(tid: int, rec: Record) -> str:
     if tape is not None:
         place = f"lives on {type(tape).__name__} {tape.label}{holder_hint(tape)}, which this backward does not run"
     elif rec.consumed_by:
-        place = f"was consumed by {rec.consumed_by}"
+        place = f"was let go by {rec.consumed_by}"
     else:
         place = "was dropped with its tape"
     return f"{label(tid)} has no gradient: the record `{rec.line()}` on its way to the output {place}. {_advice([rec])}"

@@ -192,3 +192,41 @@ def name_unshown(tid: int, name: str) -> None:
     run = _runs.of(tid, _runs.ids, 1)
     if run is None or run not in _runs.labels:
         set_name(tid, name)
+
+
+class Later:
+    """Text written the first time it is read (``str``), so that a message kept for later (what a
+    backward let go, why a tape is spent) hands out tensor labels only if someone reads it."""
+
+    __slots__ = ("_make", "_text")
+
+    def __init__(self, make: Any) -> None:
+        self._make = make
+        self._text: str | None = None
+
+    def __str__(self) -> str:
+        if self._text is None:
+            self._text, self._make = self._make(), None
+        return self._text
+
+    def __repr__(self) -> str:
+        return repr(str(self))
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self), spec)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, (Later, str)) and str(self) == str(other)
+
+    def __hash__(self) -> int:
+        return hash(str(self))
+
+    def after(self, prefix: str) -> "Later":
+        """``prefix`` and this text, written when read."""
+        return Later(lambda: prefix + str(self))
+
+
+def labels_later(tids: Sequence[int]) -> Later:
+    """``x, t3``: the labels of the tensors with these ids, handed out when first read."""
+    tids = tuple(tids)
+    return Later(lambda: ", ".join(label(t) for t in tids))

@@ -123,7 +123,7 @@ def test_union_second_backward_on_another_output_raises(cpu):
     b = a + 1.0
     c = a * 3.0
     b.sum().backward()  # consumes every record, c's too
-    with pytest.raises(tk.TapeConsumedError, match="consumed"):
+    with pytest.raises(tk.TapeConsumedError, match="let go by the backward on "):
         c.sum().backward()
 
 
@@ -137,7 +137,7 @@ def test_arc_second_backward_on_another_output_warns_and_is_partial(cpu):
     with pytest.warns(tk.IncompleteTapeWarning, match="gradients of .*x.* will be missing"):
         g = c.sum().backward()
     assert np.allclose(g[c], [1.0, 1.0])
-    with pytest.raises(tk.MissingGradientError, match="was consumed by the backward on "):
+    with pytest.raises(tk.MissingGradientError, match="was let go by the backward on "):
         g[x]
 
 

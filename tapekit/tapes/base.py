@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterable, Sequence
 from ..devices import array_nbytes
 from ..errors import TapeConsumedError, TapeError, TapeMovedError
 from ..gradients import Gradients, leaf_ids
-from ..ids import _births, label, label_all, letter_all, tape_colour, tape_list, tape_name
+from ..ids import Later, _births, label, label_all, letter_all, tape_colour, tape_list, tape_name
 
 LOCK = threading.Lock()  # guards every change to a tape that several holders share (never taken twice)
 
@@ -378,6 +378,6 @@ def consumed_error(who: str, by: str) -> TapeConsumedError:
     """The error of using ``who`` (``this OwnedTape``, ``loss's tape``) once ``by`` consumed its
     records. Worded for every policy: a backward consumes an OwnedTape but only drains a shared tape,
     and under both the records are gone."""
-    return TapeConsumedError(
+    return TapeConsumedError(Later(lambda: (
         f"the records of {who} were consumed by {by}. Call backward(retain=True) to keep the records for "
-        f"another backward, or run tk.backward([...]) over all outputs at once.")
+        f"another backward, or run tk.backward([...]) over all outputs at once.")))

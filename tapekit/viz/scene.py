@@ -147,9 +147,9 @@ class _Fates:
         store = home_of(rec)
         if store is not None:
             return OpView(rec.name, tuple(rec.inputs), rec.out, store._born)
-        by = rec.consumed_by or ""
+        by = rec.consumed_by
         fate = "dropped" if not by else "drained" if by in self.drained else "consumed" if self.spent else "let go"
-        return OpView(rec.name, tuple(rec.inputs), rec.out, None, fate, by)
+        return OpView(rec.name, tuple(rec.inputs), rec.out, None, fate, str(by or ""))
 
 
 def _first_readers(ops: Iterable[OpView]) -> dict[int, int | None]:
