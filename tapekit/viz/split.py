@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 MISSING_KEY = "missing"
+NAMED_SHARE = 0.3  # a part at least this wide carries its tape's name
 
 
 @dataclass(frozen=True)
@@ -219,6 +220,8 @@ def _bar(ax: Any, y: int, split: GradientSplit, leaf: str) -> None:
             fill = split.tapes[key].colour
             ax.barh(y, width, left=left, height=0.6, color=fill)
             text, colour = fmt(parts[key]), text_on(fill)
+            if width >= NAMED_SHARE:  # the tape's name on its part: two tapes may share a colour
+                text = f"tape {key}: {text}"
         ax.text(left + width / 2, y, text, ha="center", va="center", fontsize=10, color=colour,
                 fontweight="bold", bbox={"facecolor": "white", "edgecolor": "none", "pad": 1}
                 if key == MISSING_KEY else None)
