@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
-from .ids import label
+from .ids import label, letter_all
 from .tapes.base import Record, Tape, is_spent, plural
 
 
@@ -87,6 +87,7 @@ def coverage(outputs: Sequence[Any], stores: Iterable[Tape]) -> Coverage:
     and which get only part of it, because some ways do and others do not."""
     stores = set(stores)
     records = history(outputs)
+    name_tapes(records, *stores)  # before a message names some of them
     hidden = {r.id for r in records if home_of(r) not in stores}
     cov = Coverage(records, [r for r in records if r.id in hidden])
     blocked: dict[int, Record | None] = {o.id: None for o in outputs}  # tensor id -> first hidden record
@@ -118,6 +119,13 @@ def _why(tid: int, rec: Record) -> str:
     else:
         place = "was dropped with its tape"
     return f"{label(tid)} has no gradient: the record `{rec.line()}` on its way to the output {place}. {_advice([rec])}"
+
+
+def name_tapes(records: Iterable[Record], *tapes: Tape | None) -> None:
+    """Letter the tapes holding ``records`` (and ``tapes``) in the order they were made, before a
+    message names some of them (`tapekit.ids`)."""
+    stores = {home_of(rec) for rec in records} | set(tapes)
+    letter_all(b for s in stores if s is not None for b in s._parts())
 
 
 def _labels(tids: Iterable[int]) -> str:

@@ -7,7 +7,7 @@ import html
 from dataclasses import dataclass
 from typing import Any
 
-from .history import Coverage, coverage, history, home_of, live_store, plural, where
+from .history import Coverage, coverage, history, home_of, live_store, name_tapes, plural, where
 from .ids import label, letter_all
 from .tapes.base import Tape
 from .tensor import Tensor
@@ -116,8 +116,10 @@ def explain(output: Tensor) -> Explanation:
     """Which records ``output`` depends on, on which tape each lives, which gradients a backward
     on it will miss and why, and which it will get only in part."""
     tape, store = output._tape, live_store(output)
+    name_tapes(history([output]), store)
     if store is None:
         text = "no tape" if tape is None else f"a spent tape ({tape._spent})"
     else:
-        text = f"{type(tape).__name__} {tape.label}"
+        state = store._state()
+        text = f"{type(tape).__name__} {tape.label}" + (f" ({state})" if state else "")
     return Explanation(output, text, coverage([output], set() if store is None else {store}))
