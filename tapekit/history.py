@@ -87,8 +87,8 @@ def coverage(outputs: Sequence[Any], stores: Iterable[Tape]) -> Coverage:
     and which get only part of it, because some ways do and others do not."""
     stores = set(stores)
     records = history(outputs)
-    name_tapes(records, *stores)  # before a message names some of them
     hidden = {r.id for r in records if home_of(r) not in stores}
+    name_tapes(r for r in records if r.id in hidden)  # the tapes its messages name, in creation order
     cov = Coverage(records, [r for r in records if r.id in hidden])
     blocked: dict[int, Record | None] = {o.id: None for o in outputs}  # tensor id -> first hidden record
     for rec in records:  # newest first: every consumer of a tensor comes before its producer
