@@ -155,7 +155,8 @@ def test_a_drained_record_is_grey_and_the_legend_says_its_tape_records_again():
     assert op_colours(src) == {"#CCCCCC", zz.tape.colour}  # add let go; mul still on tape B
     assert f'color="{CONSUMED}"' in src and "style=\"rounded,filled,dashed\"" in src
     legend = re.sub(r"<BR/>", " ", nodes(src)["legend"])
-    assert f"grey, dashed: run by the backward on z and let go; it drained tape {z.tape.label}, which records again" in legend
+    drained = f"it drained tape {z.tape.label}, which records again"
+    assert f"grey, dashed: run by the backward on z and let go; {drained}" in legend
     assert (f"tape {z.tape.label}: ArcTape, 0 records absorbed {zz.tape.label} drained by the backward on z, "
             f"records again") in legend
 
