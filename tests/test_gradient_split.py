@@ -165,7 +165,9 @@ def test_the_plot_has_one_bar_group_per_leaf_with_a_bar_per_moment():
     y_axis = fig.axes[1]
     bars = [(round(p.get_x(), 3), round(p.get_width(), 3)) for p in y_axis.patches]
     assert bars == [(0, 0.333), (0.333, 0.667), (0, 1)]
-    assert [t.get_text() for t in y_axis.texts] == ["[1, 1]", "[2, 2]", "[3, 3]"]
+    texts = [t.get_text() for t in y_axis.texts]  # each part wide enough says whose backward delivers it
+    assert texts == [f"tape {z.tape.label}: [1, 1]", f"tape {zz.tape.label}: [2, 2]", "[3, 3]"][:2] + texts[2:]
+    assert texts[2].endswith(": [3, 3]") and "∪" in texts[2]
     assert "L2 norm" in fig.axes[-1].get_xlabel()
 
 
