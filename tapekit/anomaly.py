@@ -84,7 +84,7 @@ def check_rule(rec: Any, tid: int, grad: Any, g: Any, device: Any) -> None:
     if values.dtype.kind != "f" or np.isfinite(values).all():
         return
     made = _where.get(rec.id, "a line run before detect_anomaly began")
-    raise NonFiniteError(f"the backward rule of {rec.line()} for its operand {label(tid)} made {_what(values)} "
+    raise NonFiniteError(f"the backward rule of `{rec.line()}` for its operand {label(tid)} made {_what(values)} "
                          f"(the gradient flowing in {_range(device.to_numpy(g))}). The op was made at {made}. "
                          f"Nothing changed: the tapes and gradients are as they were before this backward.")
 

@@ -20,7 +20,7 @@ from .errors import (BackwardError, DeviceMismatchError, DTypeError, IncompleteT
 from .gradients import Gradients, united_leaves, updatable
 from .history import Coverage, coverage, store_at
 from .ops.core import unbroadcast
-from .ids import label
+from .ids import Later, label, labels_later
 from .tapes.base import Record, Tape, _by_id, consumed_error
 from .tapes.merge import check_one_policy, merge_tapes
 from .tensor import Tensor
@@ -47,7 +47,7 @@ def backward(outputs: Any, seeds: Sequence[Any] | None = None, retain: bool = Fa
     seeds = _seeds(outputs, seeds)
     tapes = [_tape_of(out) for out in outputs]
     check_one_policy(outputs, tapes, "tk.backward")
-    names = ", ".join(out.label for out in outputs)
+    names = labels_later([out.id for out in outputs])  # written when a message is read
     stores = list(dict.fromkeys(tape._store() for tape in tapes))
     cov = _checked_coverage(outputs, stores, tapes[0], names)
     records = sorted((rec for store in stores for rec in store._all_records()), key=_by_id)
@@ -95,7 +95,7 @@ def _run(records: list[Record], planned: Planned, outputs: Sequence[Tensor], see
     return found
 
 
-def _checked_coverage(outputs: Sequence[Tensor], stores: list[Tape], tape: Tape, names: str) -> Coverage:
+def _checked_coverage(outputs: Sequence[Tensor], stores: list[Tape], tape: Tape, names: Later) -> Coverage:
     """What a backward over the tapes ``stores`` sees of the outputs' history. When it cannot see
     all of it, ``tape``'s policy says what happens: a ``TapeConsumedError``, or (the dfdx policies)
     an ``IncompleteTapeWarning`` and a partial result."""
@@ -129,14 +129,14 @@ def _holds_history(outputs: Sequence[Tensor], stores: Iterable[Tape]) -> bool:
 
 
 def _taken(tapes: list[Tape], records: list[Record], outputs: Sequence[Tensor], retain: bool,
-           names: str) -> Gradients:
+           names: Later) -> Gradients:
     """The gradient entries of the merge of ``tapes``, taken from it. Unless ``retain``, the
     records that ran let go of what they saved, and each tape is left as its policy says."""
     tape = merge_tapes(tapes, "backward")
     grads = tape._take(retain, records)
     grads._ran = tape._store()._ref
     if not retain:
-        by = f"the backward on {names}"
+        by = names.after("the backward on ")
         for rec in records:
             rec.rules = rec.saved = rec.home = None
             rec.consumed_by = by
@@ -301,8 +301,8 @@ def _wanted(records: Sequence[Record], leaves: frozenset[int] | None) -> set[int
 
 
 def _rule_error(rec: Record | None, tid: int | None, err: Exception) -> BackwardError:
-    what = (f"the backward rule of {rec.line()} for its operand {label(tid)}" if rec is not None and tid is not None
-            else f"backward at {rec.line()}" if rec is not None else "backward")
+    what = (f"the backward rule of `{rec.line()}` for its operand {label(tid)}" if rec is not None and tid is not None
+            else f"backward at `{rec.line()}`" if rec is not None else "backward")
     return BackwardError(f"{what} raised {type(err).__name__}: {err}. Nothing changed: every tape and gradient "
                          f"is as it was before this backward, so fix the cause and call backward again.")
 

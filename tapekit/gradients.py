@@ -203,7 +203,26 @@ class Gradients:
                 f"operand. Trace it (x.trace()) or an input it meets, and check tk.explain(output).")
 
     def __repr__(self) -> str:
-        leaves = "all" if self.leaves is None else "{" + ", ".join(label(t) for t in sorted(self.leaves)) + "}"
-        entries = ", ".join(f"{label(t)}: {tuple(a.shape)}{' (incomplete)' if t in self._partial else ''}"
-                            for t, a in self._arrays.items())
-        return f"Gradients({len(self)} entries, leaves={leaves}{'; ' + entries if entries else ''})"
+        leaves = "all" if self.leaves is None else "{" + _summary([label(t) for t in sorted(self.leaves)]) + "}"
+        entries = _summary([f"{label(t)}: {tuple(a.shape)}{' (incomplete)' if t in self._partial else ''}"
+                            for t, a in _ends(list(self._arrays.items()))], len(self))
+        noun = "entry" if len(self) == 1 else "entries"
+        return f"Gradients({len(self)} {noun}, leaves={leaves}{'; ' + entries if entries else ''})"
+
+
+SUMMARY_ENDS = 3  # as numpy summarises a long array: this many items at each end, "..." between
+
+
+def _ends(items: list) -> list:
+    """The first and last ``SUMMARY_ENDS`` of ``items`` when there are more than twice as many."""
+    return items if len(items) <= 2 * SUMMARY_ENDS else items[:SUMMARY_ENDS] + items[-SUMMARY_ENDS:]
+
+
+def _summary(texts: list[str], total: int | None = None) -> str:
+    """``a, b, c, ..., x, y, z`` when ``texts`` (or ``total`` items, of which ``texts`` are the ends)
+    is long."""
+    total = len(texts) if total is None else total
+    if total <= 2 * SUMMARY_ENDS:
+        return ", ".join(texts)
+    ends = _ends(texts)
+    return ", ".join(ends[:SUMMARY_ENDS] + ["..."] + ends[-SUMMARY_ENDS:])

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
-from .ids import label
-from .tapes.base import Record, Tape
+from .ids import label, letter_all
+from .tapes.base import Record, Tape, is_spent, plural
 
 
 def history(outputs: Sequence[Any]) -> list[Record]:
@@ -37,15 +37,15 @@ def store_at(home: Any) -> Tape | None:
 def live_store(tensor: Any) -> Tape | None:
     """The tape object a tensor's handle records into, ``None`` when it has none or it is spent."""
     tape = tensor._tape
-    return None if tape is None or tape._spent is not None else tape._store()
+    return None if tape is None or is_spent(tape) else tape._store()
 
 
 def where(rec: Record) -> str:
     """Where a record is, in words: its tape's label, or what happened to it."""
     tape = home_of(rec)
     if tape is not None:
-        return f"on {tape.label}"
-    return f"consumed by {rec.consumed_by}" if rec.consumed_by else "dropped with its tape"
+        return f"on tape {tape.label}"
+    return f"let go by {rec.consumed_by}" if rec.consumed_by else "dropped with its tape"
 
 
 def holder_hint(tape: Tape) -> str:
@@ -88,6 +88,7 @@ def coverage(outputs: Sequence[Any], stores: Iterable[Tape]) -> Coverage:
     stores = set(stores)
     records = history(outputs)
     hidden = {r.id for r in records if home_of(r) not in stores}
+    name_tapes(r for r in records if r.id in hidden)  # the tapes its messages name, in creation order
     cov = Coverage(records, [r for r in records if r.id in hidden])
     blocked: dict[int, Record | None] = {o.id: None for o in outputs}  # tensor id -> first hidden record
     for rec in records:  # newest first: every consumer of a tensor comes before its producer
@@ -114,10 +115,17 @@ def _why(tid: int, rec: Record) -> str:
     if tape is not None:
         place = f"lives on {type(tape).__name__} {tape.label}{holder_hint(tape)}, which this backward does not run"
     elif rec.consumed_by:
-        place = f"was consumed by {rec.consumed_by}"
+        place = f"was let go by {rec.consumed_by}"
     else:
         place = "was dropped with its tape"
     return f"{label(tid)} has no gradient: the record `{rec.line()}` on its way to the output {place}. {_advice([rec])}"
+
+
+def name_tapes(records: Iterable[Record], *tapes: Tape | None) -> None:
+    """Letter the tapes holding ``records`` (and ``tapes``) in the order they were made, before a
+    message names some of them (`tapekit.ids`)."""
+    stores = {home_of(rec) for rec in records} | set(tapes)
+    letter_all(b for s in stores if s is not None for b in s._parts())
 
 
 def _labels(tids: Iterable[int]) -> str:
@@ -131,7 +139,3 @@ def _advice(hidden: Sequence[Record]) -> str:
                 "backward(retain=True).")
     return "Run tk.backward([...]) over all outputs at once, or use tk.UnionTape() so merged tapes stay one."
 
-
-def plural(n: int, noun: str, many: str | None = None) -> str:
-    """``1 record``, ``2 records`` (``many``: the plural when it is not ``noun + "s"``)."""
-    return f"{n} {noun if n == 1 else many or noun + 's'}"

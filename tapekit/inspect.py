@@ -7,8 +7,8 @@ import html
 from dataclasses import dataclass
 from typing import Any
 
-from .history import Coverage, coverage, history, home_of, live_store, plural, where
-from .ids import label
+from .history import Coverage, coverage, history, home_of, live_store, name_tapes, plural, where
+from .ids import label, letter_all
 from .tapes.base import Tape
 from .tensor import Tensor
 
@@ -24,15 +24,17 @@ class TapeInfo:
     nbytes: int
     leaves: str
     tape: Tape
+    state: str = ""
 
     def row(self) -> tuple[str, ...]:
-        return (self.label, self.policy, str(self.records), str(self.grad_entries), f"{self.nbytes:,}", self.leaves)
+        return (self.label, self.policy, str(self.records), str(self.grad_entries), f"{self.nbytes:,}", self.leaves,
+                self.state)
 
 
 class TapeTable(list):
     """A list of ``TapeInfo`` that prints as a table (and as HTML in Jupyter)."""
 
-    header = ("tape", "policy", "records", "grad entries", "bytes", "leaves")
+    header = ("tape", "policy", "records", "grad entries", "bytes", "leaves", "merges and backwards")
 
     def __str__(self) -> str:
         rows = [self.header] + [info.row() for info in self]
@@ -59,8 +61,9 @@ def tapes(*tensors: Tensor) -> TapeTable:
             tape = home_of(rec)
             if tape is not None:
                 found.setdefault(id(tape), tape)
+    letter_all(birth for tape in found.values() for birth in tape._parts())  # named in the order they were made
     return TapeTable(TapeInfo(tape.label, tape.policy, len(tape), len(tape.grads), tape.nbytes,
-                              tape._leaves_text(), tape) for tape in found.values())
+                              tape._leaves_text(), tape, tape._state()) for tape in found.values())
 
 
 @dataclass
@@ -88,7 +91,7 @@ class Explanation:
 
     def __str__(self) -> str:
         cov = self.coverage
-        lines = [f"{self.output.label} carries {self.tape}; its history has {len(cov.records)} records:"]
+        lines = [f"{self.output.label} carries {self.tape}; its history has {plural(len(cov.records), 'record')}:"]
         hidden = {r.id for r in cov.hidden}
         for rec in reversed(cov.records):
             mark = "  missed" if rec.id in hidden else "  seen  "
@@ -113,8 +116,10 @@ def explain(output: Tensor) -> Explanation:
     """Which records ``output`` depends on, on which tape each lives, which gradients a backward
     on it will miss and why, and which it will get only in part."""
     tape, store = output._tape, live_store(output)
+    name_tapes(history([output]), store)
     if store is None:
         text = "no tape" if tape is None else f"a spent tape ({tape._spent})"
     else:
-        text = f"{type(tape).__name__} {tape.label}"
+        state = store._state()
+        text = f"{type(tape).__name__} {tape.label}" + (f" ({state})" if state else "")
     return Explanation(output, text, coverage([output], set() if store is None else {store}))

@@ -31,7 +31,7 @@ def test_a_nan_in_the_forward_names_the_users_line_and_the_operands(cpu):
 
 
 def test_an_overflowing_exp_is_named(cpu):
-    with tk.detect_anomaly(), pytest.raises(tk.NonFiniteError, match=r"exp made inf .*exp\(#\d+ \(all 100\)\)"):
+    with tk.detect_anomaly(), pytest.raises(tk.NonFiniteError, match=r"exp made inf .*exp\(t\d+ \(all 100\)\)"):
         cpu.tensor([100.0]).trace().exp()
 
 
@@ -44,7 +44,7 @@ def test_a_nan_in_the_backward_names_the_rule_and_where_its_op_was_made(cpu, pol
         with pytest.raises(tk.NonFiniteError) as info:
             y.backward()
     message = str(info.value)
-    assert "the backward rule of" in message and "sqrt(x (2,))" in message and "made inf" in message
+    assert "the backward rule of" in message and "= sqrt(x)`" in message and "made inf" in message
     assert "y = x.sqrt().sum()  # the line the error names" in message and "Nothing changed" in message
     assert snapshot(y) == before
     g = y.backward()  # outside the block: the same backward runs, with numpy's inf

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import warnings
 
 import array_api_strict as strict
@@ -96,7 +97,7 @@ def test_unknown_backend_and_dtype():
 def test_repr_shows_values_shape_dtype_and_tape(cpu):
     x = cpu.tensor([1.0, 2.0], name="x")
     assert repr(x) == "Tensor([1., 2.], shape=(2,), dtype=float32, name='x', no tape)"
-    assert "OwnedTape T" in repr(x.trace())
+    assert re.search(r"OwnedTape [A-Z]+: 0 records", repr(x.trace()))
 
 
 def test_tracing_an_integer_tensor_is_an_error(cpu):

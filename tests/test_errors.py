@@ -36,7 +36,7 @@ def calls():
         tk.DTypeError: (lambda: dev.tensor(np.array([1, 2])).trace(), "not floating"),
         tk.InvalidArgumentError: (lambda: tk.Cpu(backend="torch"), "unknown backend"),
         tk.OperandError: (lambda: x * "2", "unsupported operand of type str"),
-        tk.TapeMovedError: (moved, "moved into the output of op"),
+        tk.TapeMovedError: (moved, "moved into the output of `"),
         tk.TapeConsumedError: (consumed, "consumed"),
         tk.TapePolicyError: (lambda: x.trace(tk.ArcTape()) + x.trace(tk.UnionTape()), "mix tape policies"),
         tk.BackwardError: (lambda: (x.trace() * 2.0).backward(), "needs a seed"),

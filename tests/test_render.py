@@ -21,13 +21,14 @@ needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz's d
 def p4_picture():
     """P4 under ArcTape after a backward on zz: two tapes, a missing gradient, the whole legend."""
     dev = tk.Cpu()
-    x = dev.tensor([1., 2.]).trace(tk.ArcTape())
-    y = dev.tensor([4., 5.]).trace(tk.ArcTape())
+    x = dev.tensor([1., 2.], name="x").trace(tk.ArcTape())
+    y = dev.tensor([4., 5.], name="y").trace(tk.ArcTape())
     zz = y * 2.0
     z = x + y
+    z.name, zz.name = "z", "zz"  # named before the backward's warning shows them
     with pytest.warns(tk.IncompleteTapeWarning):
         g = zz.backward(seed=np.ones(2))
-    return tk.viz.dag(z, zz, grads=g, names=locals())
+    return tk.viz.dag(z, zz, grads=g)
 
 
 def texts(svg: str) -> list[str]:
@@ -63,9 +64,10 @@ def test_graphviz_pure_draws_without_dot_or_anything_on_path(no_path):
 
 def test_the_legend_table_and_every_label_are_drawn(no_path):
     shown = texts(render.svg(p4_picture().source))
-    for label in ("zz", "(2,)", "grad ✓", "grad ✗", "mul", "add", "legend", "tape A: ArcTape, holds 2 records",
-                  "tape B: ArcTape, holds 0 records", "grad ✗: gradient missing"):
+    for label in ("zz", "(2,)", "grad ✓", "grad ✗", "mul", "add", "legend", "grad ✗: gradient missing"):
         assert label in shown, (label, shown)
+    for line in (r"tape [A-Z]+: ArcTape, 2 records", r"tape [A-Z]+: ArcTape, 0 records"):
+        assert any(re.fullmatch(line, text) for text in shown), (line, shown)
 
 
 def test_jupyter_shows_svg_drawn_without_dot(no_path):
@@ -80,7 +82,7 @@ def test_dot_draws_when_graphviz_pure_is_missing(no_bundled):
     assert render.programs() == [shutil.which("dot")]
     svg = render.svg(p4_picture().source)
     assert "<svg" in svg and "(graphviz-pure)" not in svg
-    assert "tape A: ArcTape, holds 2 records" in texts(svg)
+    assert any(re.fullmatch(r"tape [A-Z]+: ArcTape, 2 records", text) for text in texts(svg))
 
 
 @needs_dot

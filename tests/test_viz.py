@@ -11,7 +11,7 @@ import pytest
 
 import tapekit as tk
 from tapekit.viz import render
-from tapekit.viz.palette import CONSUMED, MISSING
+from tapekit.viz.palette import CONSUMED, MISSING, TAPE_COLOURS, lighten
 
 from .dot_helpers import BLUE, ORANGE, nodes, op_colours
 from .programs import p4_run as p4
@@ -39,35 +39,44 @@ def test_dag_is_a_digraph_with_record_tensors_small_ops_and_data_edges():
     ops = {k: v for k, v in nodes(src).items() if k.startswith("op")}
     assert sorted(re.search(r"label=(\w+)", v)[1] for v in ops.values()) == ["add", "mul"]
     assert all("shape=box" in v for v in ops.values())
-    ids = {re.search(r'label="(\w+)\|', v)[1]: k for k, v in nodes(src).items() if k.startswith("t")}
+    ids = {re.search(r'label="(\w+)\|', v)[1]: k for k, v in nodes(src).items() if re.fullmatch(r"n\d+", k)}
     edges = set(re.findall(r"^\s*(\w+) -> (\w+)", src, re.M))
     mul, add = (next(k for k, v in ops.items() if f"label={n}" in v) for n in ("mul", "add"))
     assert {(ids["y"], mul), (mul, ids["zz"]), (ids["x"], add), (ids["y"], add), (add, ids["z"])} == edges
 
 
 def test_dot_text_is_byte_stable_whatever_ran_before():
-    def picture():
-        x, y, z, zz = p4()
-        return viz.dag(z, zz, names=locals()).source
+    """The same tensors drawn again, and any run of a replayed program, give the same DOT text."""
+    from .programs import p4 as program
 
-    first = picture()
+    def picture():
+        end = tk.widgets.Replay(program, "arc").run(None)
+        return viz.dag(*end.outputs(), names=end.tensors).source
+
+    x, y, z, zz = p4()
+    first, replayed = viz.dag(z, zz).source, picture()
     for _ in range(3):  # other work in between: tensors, tapes, labels, backward passes
         dev = tk.Cpu()
         a = dev.tensor([1., 2., 3.]).trace(tk.UnionTape())
         (a.exp() * a).sum().backward()
         tk.tapes(*p4(tk.ArcTape)[2:])
-    assert picture() == first
+    assert viz.dag(z, zz).source == first and picture() == replayed
     assert re.findall(r'label="(\w+)\|', first) == ["y", "zz", "x", "z"]
-    assert re.search(r"\bT\d", first) is None  # no global tape labels
+    assert re.search(r"\bT\d", first) is None  # no T-numbers: the tapes' letters
+    assert re.findall(r"tape (\w+): ArcTape", first) == [z.tape.label, zz.tape.label]
 
 
-def test_unnamed_tensors_are_numbered_in_order_of_appearance():
+def test_unnamed_tensors_are_labelled_in_the_order_they_were_made_and_keep_their_label():
     dev = tk.Cpu()
     a = dev.tensor([1., 2.]).trace()
     out = (a.exp() * 2.0).sum()
     src = viz.dag(out).source
     labels = re.findall(r'label="(\w+)\|', src)
-    assert labels == ["t1", "t2", "t3", "t4"]
+    numbers = [int(name[1:]) for name in labels]
+    assert all(name.startswith("t") for name in labels) and numbers == list(range(numbers[0], numbers[0] + 4))
+    assert labels[0] == a.label and labels[-1] == out.label
+    assert f"{labels[-1]} = sum({labels[2]})" in str(out.tape)  # print(tape) calls them the same
+    assert re.findall(r'label="(\w+)\|', viz.dag(out).source) == labels
 
 
 def test_names_come_from_name_or_from_locals_and_name_wins():
@@ -76,31 +85,46 @@ def test_names_come_from_name_or_from_locals_and_name_wins():
     _hidden = y = x * 3.0
     src = viz.dag(y, names=locals()).source
     assert 'label="input|(1,)"' in src and 'label="y|(1,)"' in src and "_hidden" not in src
+    assert y.label == "y" and "y = mul(input, const)" in str(y.tape)  # named for good, in every printout
+
+
+def test_names_do_not_rename_a_tensor_already_shown():
+    dev = tk.Cpu()
+    x = dev.tensor([1.], name="x").trace()
+    y = x * 3.0
+    shown = y.label
+    assert 'label="' + shown + '|(1,)"' in viz.dag(y, names=locals()).source
 
 
 def test_each_tape_has_its_own_colour_for_its_ops_and_their_outputs():
     x, y, z, zz = p4(zz_first=False)  # add on x's tape (A), then mul on y's emptied tape (B)
     src = viz.dag(z, zz, names=locals()).source
-    assert op_colours(src) == {BLUE, ORANGE}
-    assert f'color="{BLUE}"' in node_of(src, "z") and f'color="{ORANGE}"' in node_of(src, "zz")
-    assert "tape A: ArcTape, holds 1 record" in src and "tape B: ArcTape, holds 1 record" in src
+    a, b = z.tape, zz.tape
+    assert op_colours(src) == {a.colour, b.colour} and a.colour != b.colour
+    assert f'color="{a.colour}"' in node_of(src, "z") and f'color="{b.colour}"' in node_of(src, "zz")
+    assert f"tape {a.label}: ArcTape, 1 record<BR/>absorbed {b.label}" in src
+    assert f"tape {b.label}: ArcTape, 1 record<BR/>emptied into {a.label}" in src
+    assert TAPE_COLOURS.index(b.colour) == (TAPE_COLOURS.index(a.colour) + 1) % 6  # lettered in creation order
 
 
 def test_the_arc_pitfall_shows_an_output_carrying_a_tape_that_does_not_hold_its_record():
     x, y, z, zz = p4(zz_first=True)  # zz's mul moved into x's tape when z was made
     src = viz.dag(z, zz, names=locals()).source
-    assert op_colours(src) == {BLUE}
+    a, b = z.tape, zz.tape
+    assert op_colours(src) == {a.colour}
     zz_node = node_of(src, "zz")
-    assert 'fillcolor="#99C7E0"' in zz_node  # filled: made on tape A (blue, lightened)
-    assert f'color="{ORANGE}"' in zz_node and "penwidth=3" in zz_node  # bold outline: carries tape B
-    assert "tape B: ArcTape, holds 0 records" in src
+    assert f'fillcolor="{lighten(a.colour)}"' in zz_node  # filled: made on tape A (lightened)
+    assert f'color="{b.colour}"' in zz_node and "penwidth=3" in zz_node  # bold outline: carries tape B
+    assert f"tape {b.label}: ArcTape, 0 records<BR/>emptied into {a.label}" in src
 
 
-def test_union_tape_gives_one_colour():
+def test_union_tape_gives_one_colour_and_a_name_that_says_what_it_is_made_of():
     x, y, z, zz = p4(tk.UnionTape)
     src = viz.dag(z, zz, names=locals()).source
-    assert op_colours(src) == {BLUE}
-    assert "tape A: UnionTape, holds 2 records" in src and "tape B" not in src
+    union = z.tape.label
+    assert re.fullmatch(r"[A-Z]+∪[A-Z]+", union) and zz.tape.label == x.tape.label == y.tape.label == union
+    assert op_colours(src) == {z.tape.colour}
+    assert f"tape {union}: UnionTape, 2 records" in src and len(re.findall(r"tape \S+: ", src)) == 1
 
 
 def test_leaves_are_outlined_and_outputs_bold():
@@ -108,6 +132,7 @@ def test_leaves_are_outlined_and_outputs_bold():
     src = viz.dag(z, zz, names=locals()).source
     for leaf in ("x", "y"):
         assert "fillcolor=white" in node_of(src, leaf) and "penwidth=1.5" in node_of(src, leaf)
+        assert f'color="{z.tape.colour}"' in node_of(src, leaf)  # the tape of the op first reading it
     for out in ("z", "zz"):
         assert "penwidth=3" in node_of(src, out) and "Helvetica-Bold" in node_of(src, out)
 
@@ -123,21 +148,41 @@ def test_gradients_show_as_check_marks_and_a_missing_one_in_red():
     assert "grad ✗: gradient missing" in src
 
 
-def test_a_consumed_record_is_grey_and_the_legend_says_so():
+def test_a_drained_record_is_grey_and_the_legend_says_its_tape_records_again():
     x, y, z, zz = p4(zz_first=False)
     z.backward(seed=np.ones(2))
     src = viz.dag(z, zz, names=locals()).source
-    assert op_colours(src) == {"#CCCCCC", ORANGE}  # add consumed; mul still on tape B
-    assert f'color="{CONSUMED}"' in src and "no tape any more: consumed by a backward" in src
+    assert op_colours(src) == {"#CCCCCC", zz.tape.colour}  # add let go; mul still on tape B
+    assert f'color="{CONSUMED}"' in src and "style=\"rounded,filled,dashed\"" in src
+    legend = re.sub(r"<BR/>", " ", nodes(src)["legend"])
+    drained = f"it drained tape {z.tape.label}, which records again"
+    assert f"grey, dashed: run by the backward on z and let go; {drained}" in legend
+    assert (f"tape {z.tape.label}: ArcTape, 0 records absorbed {zz.tape.label} drained by the backward on z, "
+            f"records again") in legend
+
+
+def test_a_record_of_a_consumed_owned_tape_is_grey_and_the_legend_says_it_cannot_record():
+    x = tk.Cpu().tensor([1., 2.], name="x").trace(tk.OwnedTape())
+    loss = (x * 3.0).sum()
+    loss.name = "loss"
+    loss.backward()
+    src = viz.dag(loss).source
+    assert op_colours(src) == {"#CCCCCC"}
+    legend = re.sub(r"<BR/>", " ", nodes(src)["legend"])
+    assert "run by the backward on loss and let go; it consumed the OwnedTape, which cannot record" in legend
+    assert "drained" not in src
 
 
 def test_the_legend_is_on_the_picture():
     x, y, z, zz = p4()
     src = viz.dag(z, zz, names=locals()).source
-    legend = nodes(src)["legend"]
-    for entry in ("legend", "tape A", "tape B", "outlined: a leaf", "bold: an output"):
+    legend = nodes(src)["legend"].replace("<BR/>", " ")
+    for entry in ("legend", f"tape {z.tape.label}", f"tape {zz.tape.label}", "white: a leaf",
+                  "bold, thick outline: a tensor drawn here"):
         assert entry in legend
     assert "grad ✓" not in legend  # only what the picture uses
+    for name in ("x", "y", "z", "zz"):  # no sample node that reads as one of the program's tensors
+        assert not re.search(rf">(<B>)?{name}(</B>)?</TD>", legend)
 
 
 def test_the_legend_is_a_small_key_under_the_dag():
@@ -145,7 +190,8 @@ def test_the_legend_is_a_small_key_under_the_dag():
     src = viz.dag(z, zz, names=locals()).source
     assert re.search(r"subgraph key \{\s*rank=sink\s*legend \[", src)  # alone on the last rank: under the DAG
     lines = re.findall(r">([^<>]+)</TD>", nodes(src)["legend"])
-    assert max(len(line) for line in lines) <= 36  # short lines, one mark each
+    lines = [part for line in lines for part in line.split("<BR/>")]
+    assert max(len(line) for line in lines) <= 36  # short lines
 
 
 def svg_size(svg: str) -> tuple[float, float]:
@@ -205,7 +251,7 @@ def test_picture_size_scales_with_the_node_count():
 @pytest.mark.parametrize("make,n", [(chain, 100), (fan_in, 196)], ids=["deep", "wide"])
 def test_two_hundred_nodes_are_drawn_without_shrinking_the_text(make, n):
     g = viz.dag(make(n))
-    assert len([k for k in nodes(g.source) if k.startswith(("t", "op"))]) >= 200
+    assert len([k for k in nodes(g.source) if re.fullmatch(r"(n|op)\d+", k)]) >= 200
     scale = float(re.search(r"scale\(([\d.]+)", g.svg())[1])
     assert scale >= 0.95
 
@@ -260,19 +306,20 @@ def test_snapshot_of_p4_before_and_after_the_merge_under_arc():
     after = viz.snapshot(z, zz, label="after", names=locals())
     assert before.label == "before" and after.label == "after"
     tapes = [(t.policy, t.records, t.grad_entries, t.nbytes) for t in before.tapes]
-    assert tapes == [("arc", 0, 1, 8), ("arc", 0, 0, 0)]
+    assert tapes == [("ArcTape", 0, 1, 8), ("ArcTape", 0, 0, 0)]
     assert [(t.records, t.grad_entries) for t in after.tapes] == [(2, 1), (0, 0)]
     assert shares(before) == {"x": (0, 0, 0, 0), "y": (0, 0, 0, 0)}
     assert shares(after) == {"z": (1, 1, 2, 2), "zz": (0, 1, 0, 1)}
     zz_share = after.outputs[1]
     assert zz_share.record_share == 0.0 and zz_share.leaf_share == 0.0 and before.outputs[0].record_share is None
-    assert "zz's history (holds tape B): its backward sees 0/1 records, 0/1 leaves" in str(after)
+    assert f"zz's history (holds tape {zz.tape.label}): its backward sees 0/1 records, 0/1 leaves" in str(after)
+    assert [t.look.name for t in before.tapes] == [t.look.name for t in after.tapes] == [x.tape.label, y.tape.label]
 
 
 def test_snapshot_of_p4_under_union_is_one_tape_that_sees_everything():
     x, y, z, zz = p4(tk.UnionTape)
     after = viz.snapshot(z, zz, label="after", names=locals())
-    assert [(t.policy, t.records) for t in after.tapes] == [("union", 2)]
+    assert [(t.policy, t.records) for t in after.tapes] == [("UnionTape", 2)]
     assert shares(after) == {"z": (1, 1, 2, 2), "zz": (1, 1, 1, 1)}
 
 
@@ -305,15 +352,17 @@ def test_plot_partition_has_one_panel_per_snapshot_in_the_dag_colours():
     fig = viz.plot_partition(before, after)
     assert isinstance(fig, Figure) and len(fig.axes) == 2
     assert [ax.get_title() for ax in fig.axes] == ["before the merge", "after the merge"]
+    a, b = z.tape, zz.tape
     ticks = [t.get_text() for t in fig.axes[1].get_yticklabels()]
-    assert ticks[0].startswith("tape A (arc)\n2 records") and ticks[1].startswith("tape B (arc)\n0 records")
-    assert ticks[3] == "zz's history (holds tape B)\nits backward sees\n0/1 records, 0/1 leaves"
+    assert ticks[0].startswith(f"tape {a.label} (ArcTape)\nabsorbed {b.label}\n2 records")
+    assert ticks[1].startswith(f"tape {b.label} (ArcTape)\nemptied into {a.label}\n0 records")
+    assert ticks[3] == f"zz's history (holds tape {b.label})\nits backward sees\n0/1 records, 0/1 leaves"
     colours = [matplotlib.colors.to_hex(p.get_facecolor()).upper() for p in fig.axes[1].patches]
-    assert colours[:2] == [BLUE, ORANGE]  # the tape bars, in the DAG's colours
+    assert colours[:2] == [a.colour, b.colour]  # the tape bars, in the DAG's colours
     src = viz.dag(z, zz, names=locals()).source
-    assert f"fillcolor=\"{BLUE}\"" in src and "tape A: ArcTape" in src
+    assert f"fillcolor=\"{a.colour}\"" in src and f"tape {a.label}: ArcTape" in src
     legend = [t.get_text() for t in fig.legends[0].get_texts()]
-    assert legend[:2] == ["tape A", "tape B"]
+    assert legend[:2] == [f"tape {a.label}", f"tape {b.label}"]
 
 
 def test_jupyter_shows_the_partition_plot_as_png_without_pyplot():
@@ -356,21 +405,25 @@ def test_plot_partition_keeps_a_tapes_colour_across_panels_of_a_replayed_program
     first = viz.snapshot(replay.run(3).tensors["y"], label="y alone")  # the program's second tape: B
     second = viz.snapshot(replay.run(4).tensors["z"], label="merged")
     fig = viz.plot_partition(first, second)
+    alone = replay.run(3).tensors["y"].tape  # y's tape in another run: the same name and colour
+    union = replay.run(None).tensors["x"].tape
+    assert alone.label in union.label.split("∪") and len(union.label.split("∪")) == 2
     bar = [matplotlib.colors.to_hex(p.get_facecolor()).upper() for p in fig.axes[0].patches][0]
-    assert bar == ORANGE  # tape B keeps its colour though it is alone in its panel
-    assert fig.axes[0].get_yticklabels()[0].get_text().startswith("tape B")
-    assert fig.axes[1].get_yticklabels()[0].get_text().startswith("tape A")  # the union, kept in x's tape
+    assert bar == alone.colour  # y's tape keeps its colour in a panel of its own
+    assert fig.axes[0].get_yticklabels()[0].get_text().startswith(f"tape {alone.label} ")
+    assert fig.axes[1].get_yticklabels()[0].get_text().startswith(f"tape {union.label} ")  # the union
 
 
 def test_plot_partition_names_the_tapes_of_each_panel_as_its_snapshot_prints_them():
     dev = tk.Cpu()
     x = dev.tensor([1.]).trace(tk.ArcTape())
     y = dev.tensor([2.]).trace(tk.ArcTape())
-    first = viz.snapshot(y, label="y alone")  # run directly, a picture's tapes are those of its tensors
+    first = viz.snapshot(y, label="y alone")  # y's tape is shown first: it gets its letter first
     second = viz.snapshot(x * y, y, label="merged")
     fig = viz.plot_partition(first, second)
-    assert "tape A (" in str(first) and fig.axes[0].get_yticklabels()[0].get_text().startswith("tape A")
-    assert [t.get_text().split(" (")[0] for t in fig.axes[1].get_yticklabels()[:2]] == ["tape A", "tape B"]
+    b, a = y.tape.label, x.tape.label
+    assert f"tape {b} (" in str(first) and fig.axes[0].get_yticklabels()[0].get_text().startswith(f"tape {b} ")
+    assert [t.get_text().split(" (")[0] for t in fig.axes[1].get_yticklabels()[:2]] == [f"tape {b}", f"tape {a}"]
 
 
 def test_plot_partition_takes_snapshots_only():

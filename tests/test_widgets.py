@@ -10,7 +10,7 @@ import pytest
 
 import tapekit as tk
 
-from .dot_helpers import BLUE, ORANGE, op_colours
+from .dot_helpers import BLUE, ORANGE, nodes, op_colours
 from .programs import p4
 
 widgets = tk.widgets
@@ -31,7 +31,12 @@ def broken(tape):
 
 
 def legend_tapes(dot: str) -> list[str]:
-    return re.findall(r"(tape [A-Z]): (\w+), holds", dot)
+    return re.findall(r"(tape \S+): (\w+), \d+ record", dot)
+
+
+def tape_of(widget, name: str):
+    """The tape the tensor ``name`` carries at the widget's step (a live tape of its last run)."""
+    return widget.moment.tensors[name].tape
 
 
 # -- replay --------------------------------------------------------------------------------------
@@ -77,23 +82,29 @@ def test_explorer_starts_at_the_last_step_and_the_slider_steps_through_the_progr
 def test_explorer_policy_dropdown_redraws_one_colour_per_tape():
     ex = widgets.TapeExplorer(p4)
     ex.step.value = 5
-    assert legend_tapes(ex.dot) == [("tape A", "ArcTape"), ("tape B", "ArcTape")]
-    assert 'label="zz|(2,)" color="' + ORANGE in ex.dot  # zz carries tape B, its mul moved to tape A
+    a, b = tape_of(ex, "z"), tape_of(ex, "zz")
+    assert legend_tapes(ex.dot) == [(f"tape {a.label}", "ArcTape"), (f"tape {b.label}", "ArcTape")]
+    assert 'label="zz|(2,)" color="' + b.colour in ex.dot  # zz carries tape B, its mul moved to tape A
     ex.policy.value = "union"
-    assert ex.step.value == 5 and legend_tapes(ex.dot) == [("tape A", "UnionTape")]
-    assert op_colours(ex.dot) == {BLUE}
+    union = tape_of(ex, "z")
+    assert ex.step.value == 5 and legend_tapes(ex.dot) == [(f"tape {union.label}", "UnionTape")]
+    assert op_colours(ex.dot) == {union.colour}
+    assert not set(union.label.split("∪")) & {a.label, b.label}  # another policy's run: other tapes, other names
     ex.policy.value = "global"
-    assert legend_tapes(ex.dot) == [("tape A", "GlobalTape")]
+    assert legend_tapes(ex.dot) == [(f"tape {tape_of(ex, 'z').label}", "GlobalTape")]
     ex.step.value = 3
     ex.policy.value = "owned"
-    assert ex.step.value == 3 and legend_tapes(ex.dot) == [("tape A", "OwnedTape"), ("tape B", "OwnedTape")]
+    assert ex.step.value == 3 and legend_tapes(ex.dot) == [(f"tape {tape_of(ex, 'x').label}", "OwnedTape"),
+                                                           (f"tape {tape_of(ex, 'y').label}", "OwnedTape")]
 
 
 def test_colours_stay_with_their_tape_from_step_to_step():
     ex = widgets.TapeExplorer(p4, policy="arc", step=4)
-    assert op_colours(ex.dot) == {ORANGE}  # zz's mul, on y's tape B
-    ex.step.value = 5
-    assert op_colours(ex.dot) == {BLUE}  # the merge moved it to x's tape A
+    a, b = tape_of(ex, "x"), tape_of(ex, "y")
+    assert op_colours(ex.dot) == {b.colour} and a.colour != b.colour  # zz's mul, on y's tape B
+    ex.step.value = 5  # a fresh run: other tape objects, the same names and colours
+    assert (tape_of(ex, "x").label, tape_of(ex, "y").label) == (a.label, b.label)
+    assert op_colours(ex.dot) == {a.colour}  # the merge moved it to x's tape A
 
 
 def test_backward_on_zz_under_arc_reports_y_missing_and_why():
@@ -104,9 +115,10 @@ def test_backward_on_zz_under_arc_reports_y_missing_and_why():
     assert text.startswith("backward on zz (seeded with ones, as zz.sum() would be):")
     assert "IncompleteTapeWarning: backward on zz cannot see 1 record of the 1 in its history" in text
     assert "  ✓ zz" in text
-    assert re.search(r"  ✗ y has no gradient: the record `#\d+ mul\(y \(2,\), const\) -> zz \(2,\)` on its way to "
-                     r"the output lives on ArcTape T\d+, held by z", text)
-    assert "(in tapekit's messages, tape A is T" in text
+    found = re.search(r"  ✗ y has no gradient: the record `zz = mul\(y, const\)` on its way to "
+                      r"the output lives on ArcTape (\S+), held by z", text)
+    assert found and found[1] == tape_of(ex, "z").label and f"tape {found[1]}: ArcTape" in ex.dot
+    assert "in tapekit's messages" not in text  # the messages name the tapes as the pictures do
     assert 'label="y|(2,)|grad ✗"' in ex.dot and 'label="zz|(2,)|grad ✓"' in ex.dot
     assert ex.report.value.startswith("<pre") and "✗ y has no gradient" in ex.report.value
 
@@ -117,7 +129,8 @@ def test_backward_on_zz_under_union_gets_every_gradient():
     grads = ex.run_backward()
     assert "  ✓ y" in ex.report_text and "  ✓ x" in ex.report_text and "Warning" not in ex.report_text
     assert grads[ex.moment.tensors["y"]].tolist() == [2.0, 2.0]
-    assert "no tape any more: consumed by a backward" in ex.dot
+    legend = ex.dot.replace("<BR/>", " ")
+    assert f"it drained tape {tape_of(ex, 'zz').label}, which records again" in legend
 
 
 def test_backward_errors_show_as_text():
@@ -142,7 +155,7 @@ def pitfall(tape):
 
 def test_a_warning_the_program_itself_raises_shows_as_text():
     ex = widgets.TapeExplorer(pitfall, policy="arc")
-    assert re.search(r"warning: backward on #\d+ cannot see 1 record of the 2 in its history .*gradients of y "
+    assert re.search(r"warning: backward on t\d+ cannot see 1 record of the 2 in its history .*gradients of y "
                      r"will be missing", ex.code.value)
     ex.step.value = 5
     assert "warning" not in ex.code.value
@@ -233,13 +246,23 @@ def test_merge_viewer_shows_p4_before_and_after_the_merge():
     mv = widgets.MergeViewer(p4)
     assert mv.step.value == 5 and mv.line == "z = x + y" and "they merged" in mv.note
     assert "<svg" in mv.before_svg and "<svg" in mv.after_svg
-    assert op_colours(mv.before_dot) == {ORANGE} and op_colours(mv.after_dot) == {BLUE}  # mul moved tapes
+    end = widgets.Replay(p4, "arc").run(None).tensors
+    a, b = end["x"].tape, end["y"].tape
+    assert op_colours(mv.before_dot) == {b.colour} and op_colours(mv.after_dot) == {a.colour}  # mul moved tapes
     assert len(mv.figure.axes) == 2
     assert [ax.get_title() for ax in mv.figure.axes] == ["before step 5: z = x + y", "after step 5: z = x + y"]
     before_ticks = [t.get_text() for t in mv.figure.axes[0].get_yticklabels()]
     after_ticks = [t.get_text() for t in mv.figure.axes[1].get_yticklabels()]
-    assert before_ticks[1].startswith("tape B (arc)\n1 record,")
-    assert after_ticks[0].startswith("tape A (arc)\n2 records")
+    assert before_ticks[1].startswith(f"tape {b.label} (ArcTape)\n1 record,")
+    assert after_ticks[0].startswith(f"tape {a.label} (ArcTape)\nabsorbed {b.label}\n2 records")
+
+
+def test_merge_viewer_outlines_the_leaves_alike_before_and_after():
+    mv = widgets.MergeViewer(p4)
+    for dot in (mv.before_dot, mv.after_dot):
+        for leaf in ("x", "y"):
+            attrs = next(a for k, a in nodes(dot).items() if f'label="{leaf}|' in a)
+            assert "fillcolor=white" in attrs and "penwidth=1.5" in attrs and "Bold" not in attrs, (leaf, attrs)
 
 
 def test_merge_viewer_saves_a_static_view_of_both_moments():

@@ -8,7 +8,6 @@ policy it holds.
 
 from __future__ import annotations
 
-import itertools
 import operator
 import threading
 import weakref
@@ -17,11 +16,9 @@ from typing import Any, Callable, Iterable, Sequence
 from ..devices import array_nbytes
 from ..errors import TapeConsumedError, TapeError, TapeMovedError
 from ..gradients import Gradients, leaf_ids
-from ..ids import label
+from ..ids import Later, _births, label, label_all, letter_all, tape_colour, tape_list, tape_name
 
 LOCK = threading.Lock()  # guards every change to a tape that several holders share (never taken twice)
-_labels = itertools.count()
-_births = itertools.count()  # creation order of tapes, so pictures can colour them stably
 
 
 class Record:
@@ -76,10 +73,11 @@ class Record:
         return sum(n for n in arrays.values() if n is not None)
 
     def line(self) -> str:
-        """One line of the recorded program: ``#12 mul(x (3,), #4 (3,)) -> #13 (3,)``."""
-        args = ", ".join(f"{label(i)} {tuple(s)}" if i is not None else "const"
-                         for i, s in zip(self.inputs, self.shapes))
-        return f"#{self.id} {self.name}({args}) -> {label(self.out)} {tuple(self.out_shape)}"
+        """The recorded op as a line of a program: ``t3 = mul(x, y)`` (tensors named as in
+        `tapekit.ids`; ``const`` for an operand no tensor gave)."""
+        label_all((*self.inputs, self.out))
+        args = ", ".join("const" if i is None else label(i) for i in self.inputs)
+        return f"{label(self.out)} = {self.name}({args})"
 
     def __repr__(self) -> str:
         return f"Record({self.line()})"
@@ -97,7 +95,8 @@ class Tape:
     policy = "tape"
     moves = False  # True when an op takes its operands' tapes away from them (OwnedTape)
     allows_partial = False  # True: a backward that cannot see all its history warns instead of raising
-    __slots__ = ("_records", "_foreign", "_grads", "_label", "_ref", "_spent", "_born", "__weakref__")
+    __slots__ = ("_records", "_foreign", "_grads", "_took", "_into", "_drained", "_ref", "_spent", "_born",
+                 "__weakref__")
 
     def __init__(self, grads: Gradients | None = None, leaves: Iterable[Any] | None = None) -> None:
         if grads is None:
@@ -107,7 +106,9 @@ class Tape:
         self._records: list[Record] = []
         self._foreign: list[Record] = []  # parents of this tape's records that lived elsewhere when recorded
         self._grads = grads
-        self._label: str | None = None
+        self._took: list[int] | None = None  # births of the tapes this one absorbed (their names)
+        self._into: int | None = None  # birth of the tape that absorbed this one
+        self._drained: str | None = None  # the backward that last drained this tape
         self._ref = weakref.ref(self)
         self._spent: Exception | None = None  # set once this object can no longer record
         self._born = next(_births)
@@ -167,7 +168,9 @@ class Tape:
         self._foreign = self._foreign if left else []
 
     def _after_backward(self, outputs: Sequence[Any], by: str) -> None:
-        """Leave the tape as the policy says after a backward without ``retain``."""
+        """Leave the tape as the policy says after a backward without ``retain``: a shared tape
+        is drained, and records again."""
+        self._store()._drained = by
 
     def _absorb(self, other: "Tape") -> None:
         """Move ``other``'s records, gradient entries and leaf set into this tape."""
@@ -179,6 +182,10 @@ class Tape:
             self._foreign.extend(other._foreign)
             other._records, other._foreign = [], []
         self._grads._absorb(other._grads)
+        took = self._took = self._took or []
+        took.append(other._born)
+        took.extend(other._took or ())
+        other._into = self._born
 
     # -- copies and pickles ------------------------------------------------------------------
     def _refuse(self, action: str) -> None:
@@ -198,11 +205,32 @@ class Tape:
     # -- inspection ---------------------------------------------------------------------------
     @property
     def label(self) -> str:
-        """A short label (``T0``, ``T1``, ...) given the first time a tape is looked at."""
+        """This tape's name, the same in every printout and picture (`tapekit.ids`): ``A``, given
+        the first time a tape is shown; ``A∪B`` for UnionTapes A and B merged into one."""
+        return tape_name(self._store()._parts())
+
+    @property
+    def colour(self) -> str:
+        """This tape's colour in every picture, which follows from its name (`tapekit.ids`)."""
+        return tape_colour(self._store()._parts())
+
+    def _parts(self) -> Sequence[int]:
+        """The births of the tapes this one is made of (called on the store)."""
+        return (self._born,)
+
+    def _state(self) -> str:
+        """What merges and backwards did to this tape, in words: ``absorbed B``, ``emptied into A``,
+        ``drained by the backward on loss, records again`` (empty when nothing did)."""
         store = self._store()
-        if store._label is None:
-            store._label = f"T{next(_labels)}"
-        return store._label
+        letter_all([*store._parts(), *(store._took or ()), *([store._into] if store._into is not None else [])])
+        words = []
+        if store._into is not None:
+            words.append(f"emptied into {tape_name([store._into])}")
+        if store._took:
+            words.append(f"absorbed {tape_list(store._took)}")
+        if store._drained is not None and not len(self):
+            words.append(f"drained by {store._drained}, records again")
+        return "; ".join(words)
 
     def same_as(self, other: "Tape") -> bool:
         """Whether this handle and ``other`` record into one tape: after a UnionTape merge each
@@ -234,21 +262,42 @@ class Tape:
         leaves = self.leaves
         return "all" if leaves is None else "{" + ", ".join(label(t) for t in sorted(leaves)) + "}"
 
+    def _heading(self) -> str:
+        """``ArcTape A (absorbed B): 2 records``: the first line of its printout."""
+        state = self._state()
+        return (f"{type(self).__name__} {self.label}{f' ({state})' if state else ''}: "
+                f"{plural(len(self), 'record')}")
+
     def __repr__(self) -> str:
         if self._spent is not None:
-            return f"<{type(self).__name__}: {self._spent}>"
-        return (f"<{type(self).__name__} {self.label}: {len(self)} records, "
-                f"{len(self.grads)} gradient entries, leaves={self._leaves_text()}>")
+            name = f" {self.label}" if getattr(self, "_born", None) is not None else ""
+            return f"<{type(self).__name__}{name}: {self._spent}>"
+        return (f"<{self._heading()}, {plural(len(self.grads), 'gradient entry', 'gradient entries')}, "
+                f"leaves={self._leaves_text()}>")
 
     def __str__(self) -> str:
+        """The recorded program, one op a line, oldest first: ``z = add(x, y)  # (2,)``."""
         if self._spent is not None:
             return repr(self)
-        lines = [f"{type(self).__name__} {self.label} ({len(self)} records, leaves={self._leaves_text()})"]
-        lines += ["  " + rec.line() for rec in self.records]
+        records = self.records
+        label_all(tid for rec in records for tid in (*rec.inputs, rec.out))
+        lines = [f"{self._heading()}, leaves={self._leaves_text()}"]
+        code = [rec.line() for rec in records]
+        width = max(map(len, code), default=0)
+        lines += [f"  {line:<{width}}  # {_shape_text(rec.out_shape)}" for line, rec in zip(code, records)]
         return "\n".join(lines)
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
         printer.text(str(self))
+
+
+def plural(n: int, noun: str, many: str | None = None) -> str:
+    """``1 record``, ``2 records`` (``many``: the plural when it is not ``noun + "s"``)."""
+    return f"{n} {noun if n == 1 else many or noun + 's'}"
+
+
+def _shape_text(shape: Sequence[int]) -> str:
+    return "(" + ", ".join(map(str, shape)) + ("," if len(shape) == 1 else "") + ")"
 
 
 _by_id = operator.attrgetter("id")  # the sort key of records: creation order
@@ -298,7 +347,12 @@ class MovedTape(SpentTape):
 
     @property
     def _spent(self) -> Exception:  # type: ignore[override]
-        return moved_into(self._tid, self._by.id, self._by.name, self._by.out)
+        return moved_into(self._tid, self._by)
+
+
+def is_spent(tape: Tape) -> bool:
+    """Whether a tape handle can no longer record, without writing its error (which names tensors)."""
+    return isinstance(tape, SpentTape) or tape._spent is not None
 
 
 def raise_spent(tape: Tape) -> None:
@@ -307,22 +361,27 @@ def raise_spent(tape: Tape) -> None:
     raise type(err)(*err.args)
 
 
-def moved_into(tid: int, rid: int, op: str, out: int) -> TapeMovedError:
-    """The error of a handle (tensor ``tid``) whose OwnedTape op ``rid`` moved into tensor ``out``."""
-    return moved_error(label(tid), f"#{rid} {op}", f" (now held by {label(out)})")
+def moved_into(tid: int, rec: Record) -> TapeMovedError:
+    """The error of a handle (tensor ``tid``) whose OwnedTape the op of ``rec`` moved into its output."""
+    return moved_error(f"{label(tid)}'s OwnedTape", f"`{rec.line()}`", f" (now held by {label(rec.out)})")
 
 
 def moved_error(who: str, op: str, into: str) -> TapeMovedError:
     return TapeMovedError(
-        f"{who}'s OwnedTape was moved into the output of op {op}{into}: an OwnedTape has one owner, "
+        f"{who} was moved into the output of {op}{into}: an OwnedTape has one owner, "
         f"and the op took it. Use the op's output instead, call .retaped() before the op for a second "
         f"branch, or share one tape with ArcTape or UnionTape.")
+
+
+def consumed_of(tid: int, by: str) -> TapeConsumedError:
+    """The error of using the output (tensor ``tid``) whose OwnedTape ``by`` consumed."""
+    return consumed_error(f"{label(tid)}'s OwnedTape", by)
 
 
 def consumed_error(who: str, by: str) -> TapeConsumedError:
     """The error of using ``who`` (``this OwnedTape``, ``loss's tape``) once ``by`` consumed its
     records. Worded for every policy: a backward consumes an OwnedTape but only drains a shared tape,
     and under both the records are gone."""
-    return TapeConsumedError(
+    return TapeConsumedError(Later(lambda: (
         f"the records of {who} were consumed by {by}. Call backward(retain=True) to keep the records for "
-        f"another backward, or run tk.backward([...]) over all outputs at once.")
+        f"another backward, or run tk.backward([...]) over all outputs at once.")))

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from ..errors import TapePolicyError
-from .base import SpentTape, Tape, consumed_error, moved_error
+from .base import SpentTape, Tape, consumed_error, consumed_of, moved_error
 
 
 class OwnedTape(Tape):
@@ -26,7 +26,7 @@ class OwnedTape(Tape):
 
     def _merge(self, other: Tape, op: str) -> Tape:
         self._absorb(other)
-        other._spent = moved_error("this tape", op, ", whose left operand's tape absorbed it")
+        other._spent = moved_error("this OwnedTape", f"op {op}", ", whose left operand's tape absorbed it")
         return self
 
     def _shared(self) -> Tape:
@@ -37,4 +37,4 @@ class OwnedTape(Tape):
     def _after_backward(self, outputs: Sequence[Any], by: str) -> None:
         self._spent = consumed_error("this OwnedTape", by)
         for out in outputs:
-            out._tape = SpentTape(consumed_error, f"{out.label}'s tape", by)
+            out._tape = SpentTape(consumed_of, out.id, by)

@@ -34,13 +34,14 @@ class UnionTape(SharedTape):
     copied or sorted, so a merge costs near O(1) whatever the tapes hold."""
 
     policy = "union"
-    __slots__ = ("_parent", "_size", "_others")
+    __slots__ = ("_parent", "_size", "_others", "_union")
 
     def __init__(self, grads: Gradients | None = None, leaves=None) -> None:
         super().__init__(grads, leaves)
         self._parent: UnionTape | None = None  # None at a root (not itself: no reference cycle)
         self._size = 1
         self._others: list[list[Record]] = []  # record lists of the tapes merged into this root
+        self._union: list[int] | None = None  # at a root: births of the tapes merged into it (its name)
         self._ref = Home(self)
 
     def _store(self) -> "UnionTape":
@@ -66,9 +67,13 @@ class UnionTape(SharedTape):
             big._foreign.extend(small._foreign)
             small._records, small._others, small._foreign = [], [], []
             big._grads._absorb(small._grads, other_wins=small is right)
-            if big._label is None:
-                big._label = small._label
+            big._union = big._union or [big._born]
+            big._union.extend(small._union or [small._born])
+            small._union = None
             return big
+
+    def _parts(self) -> list[int] | tuple[int]:
+        return self._union or (self._born,)
 
     def _all_records(self) -> list[Record]:
         root = self._store()

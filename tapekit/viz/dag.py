@@ -1,25 +1,28 @@
 """``tk.viz.dag``: the ops behind some tensors as a graph, coloured by the tape holding each record.
 
 Tensors are record nodes ``name | shape | grad ✓/✗``, ops are small boxes, edges follow the data.
-An op and its output take the colour of the tape that holds the op's record (grey once a backward
-consumed it); leaves are outlined, outputs bold with an outline in the colour of the tape they
-carry, a missing gradient is red. Tensors are numbered in order of appearance and tapes lettered
-by their place in their program (see `tapekit.viz.palette`), so the DOT text of a program is the
-same whatever ran before it.
+An op and its output take the colour of the tape that holds the op's record (grey and dashed once a
+backward let it go); leaves are white, outlined in the colour of the tape of the first op that
+reads them; the tensors drawn (outputs) are bold, with a thick outline in the colour of the tape
+they carry; a missing gradient is red. Tensors and tapes are named as `tapekit.ids` says, as every
+printout and picture names them; the legend says all this in words, with swatches that hold no
+tensor name.
 """
 
 from __future__ import annotations
 
 import html
 import re
+import textwrap
 from typing import Any, Iterable, Mapping
 
 from ..history import plural
-from .palette import CONSUMED, LEAF, MISSING, TapeColours, lighten, rgb
+from .palette import CONSUMED, INK, MISSING, TapeLooks, lighten, text_on
 from .picture import Picture
 from .scene import OpView, Scene, TensorView, capture, tensors_given
 
 FONT = "Helvetica"
+LEGEND_WIDTH = 36  # characters to a line of the legend: the key is seldom wider than the DAG
 # The root <svg> element Graphviz writes keeps its drawn size (text of 10 pt and more at 100% zoom),
 # and a style lets it shrink, never grow, when it is shown inline in a narrower container (a widget
 # column, nbviewer). JupyterLab shows an image/svg+xml output as an <img> of its drawn size, where
@@ -65,9 +68,9 @@ def draw(scene: Scene) -> Picture:
     graph = DagPicture("tapekit", graph_attr={"rankdir": "TB", "size": f"{side},{side}", "fontname": FONT,
                                               "nodesep": "0.25", "ranksep": "0.35"},
                        node_attr={"fontname": FONT, "fontsize": "11"}, edge_attr={"arrowsize": "0.7"})
-    ids = {tid: f"t{i}" for i, tid in enumerate(scene.tensors, 1)}
+    ids = node_ids(scene)
     for tid, view in scene.tensors.items():
-        graph.node(ids[tid], _tensor_label(view), **_tensor_style(view, colours))
+        graph.node(ids[tid], _tensor_label(view), **tensor_style(view, colours))
     for i, op in enumerate(scene.ops, 1):
         node = f"op{i}"
         colour = colours.colour(op.tape)
@@ -80,6 +83,11 @@ def draw(scene: Scene) -> Picture:
         key.attr(rank="sink")
         key.node("legend", _legend(scene, colours), shape="plaintext", fontsize="10", margin="0")
     return graph
+
+
+def node_ids(scene: Scene) -> dict[int, str]:
+    """The DOT node of each tensor (``n1``, ``n2``, ...: never shown, so never taken for a name)."""
+    return {tid: f"n{i}" for i, tid in enumerate(scene.tensors, 1)}
 
 
 def _escape(text: str) -> str:
@@ -100,12 +108,18 @@ def _tensor_label(view: TensorView) -> str:
     return "|".join(fields)
 
 
-def _tensor_style(view: TensorView, colours: TapeColours) -> dict[str, str]:
+def tensor_style(view: TensorView, colours: TapeLooks, fill: float = 0.6) -> dict[str, str]:
+    """How every picture draws a tensor: a leaf white, outlined in the colour of the tape of the
+    first op that reads it (no op yet: the tape it carries); a tensor an op made filled in its
+    tape's colour and, when it is drawn as an output, bold with a thick outline in the colour of
+    the tape it carries; a missing gradient red."""
     if view.leaf:
-        style = {"shape": "record", "style": "filled", "fillcolor": "white", "penwidth": "1.5", "color": LEAF}
-    else:
-        colour = colours.colour(view.made_on)
-        style = {"shape": "record", "style": "filled", "fillcolor": lighten(colour), "color": colour}
+        tape = view.outline if view.outline is not None or view.carries is None else view.carries
+        return {"shape": "record", "style": "filled", "fillcolor": "white", "penwidth": "1.5",
+                "color": colours.colour(tape) if view.outline is not None or view.carries is not None else INK,
+                **({"fontcolor": MISSING} if view.grad is False else {})}
+    colour = colours.colour(view.made_on)
+    style = {"shape": "record", "style": "filled", "fillcolor": lighten(colour, fill), "color": colour}
     if view.output:
         style.update(penwidth="3", fontname=f"{FONT}-Bold")
         if view.carries is not None:
@@ -117,32 +131,41 @@ def _tensor_style(view: TensorView, colours: TapeColours) -> dict[str, str]:
 
 def _op_style(op: OpView, colour: str) -> dict[str, str]:
     style = {"shape": "box", "style": "rounded,filled", "fillcolor": colour, "color": colour, "fontsize": "10",
-             "height": "0.25", "margin": "0.06,0.03", "fontcolor": _text_on(colour)}
+             "height": "0.25", "margin": "0.06,0.03", "fontcolor": text_on(colour)}
     if op.tape is None:
         style.update(style="rounded,filled,dashed", fillcolor=lighten(CONSUMED, 0.5), color=CONSUMED)
     return style
 
 
-def _text_on(colour: str) -> str:
-    """Black or white, whichever reads better on ``colour``."""
-    r, g, b = rgb(colour)
-    return "black" if 0.299 * r + 0.587 * g + 0.114 * b > 140 else "white"
+def fate_text(op: OpView, scene: Scene) -> str:
+    """Why no tape holds an op's record, in the words every picture uses."""
+    if op.fate == "dropped":
+        return "grey, dashed: its tape is gone (no tensor held it)"
+    drained = [t for t in scene.tapes.values() if f"drained by {op.by}," in t.state]
+    if op.fate == "drained" and drained:
+        names = " and ".join(f"tape {t.look.name}" for t in drained)
+        return f"grey, dashed: run by {op.by} and let go; it drained {names}, which records again"
+    if op.fate == "consumed":
+        return f"grey, dashed: run by {op.by} and let go; it consumed the OwnedTape, which cannot record"
+    return f"grey, dashed: run by {op.by} and let go"
 
 
-def _legend(scene: Scene, colours: TapeColours) -> str:
+def tape_text(tape: Any) -> str:
+    """``tape A: ArcTape, 2 records`` and, a line each, what merges and backwards did to it
+    (``absorbed B``): a tape's entry in every legend."""
+    lines = [f"tape {tape.look.name}: {tape.policy}, {plural(tape.records, 'record')}"]
+    return "\n".join(lines + [part for part in tape.state.split("; ") if part])
+
+
+def _legend(scene: Scene, colours: TapeLooks) -> str:
     """A small key under the picture (an HTML-like label): a swatch per tape, then only the marks
-    the picture uses, one short line each, so the key is seldom wider than the DAG."""
+    the picture uses, each in words, on swatches that hold no tensor name."""
     rows = [_row(_cell('<B>legend</B>: colour = the tape<BR/>holding the op\'s record', span=2))]
-    for birth in sorted(scene.tapes, key=colours.rank):
-        tape = scene.tapes[birth]
-        rows.append(_row(_swatch(colours.colour(birth)),
-                         _text(f"{colours.name(birth)}: {tape.policy}, holds {plural(tape.records, 'record')}")))
-    for fate in sorted({op.fate for op in scene.ops if op.tape is None}):
-        what = "consumed by a backward" if fate == "consumed" else "dropped with its tape"
-        rows.append(_row(_swatch(lighten(CONSUMED, 0.5)), _text(f"no tape any more: {what}")))
-    rows.append(_row(_swatch("white", "x"), _text("outlined: a leaf")))
-    if any(v.output for v in scene.tensors.values()):
-        rows.append(_row(_swatch("white", "<B>y</B>"), _text("bold: an output; outline: its tape")))
+    for birth in colours.sorted(scene.tapes):
+        rows.append(_row(_swatch(colours.colour(birth)), _text(tape_text(scene.tapes[birth]))))
+    for text in dict.fromkeys(fate_text(op, scene) for op in scene.ops if op.tape is None):
+        rows.append(_row(_swatch(lighten(CONSUMED, 0.5)), _text(text)))
+    rows += [_row(_swatch("white"), _text(text)) for text in marks(scene)]
     if any(v.grad is not None for v in scene.tensors.values()):
         rows.append(_row(_swatch("white", "✓"), _text("grad ✓: has a gradient")))
         rows.append(_row(_swatch("white", f'<FONT COLOR="{MISSING}">✗</FONT>'),
@@ -150,20 +173,36 @@ def _legend(scene: Scene, colours: TapeColours) -> str:
     return f'<<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="2" CELLPADDING="1">{"".join(rows)}</TABLE>>'
 
 
+def marks(scene: Scene) -> list[str]:
+    """The words for the tensor styles the scene uses, the same in every picture."""
+    views = scene.tensors.values()
+    words = []
+    if any(v.leaf for v in views):
+        words.append("white: a leaf (no op made it), outlined in the colour of the tape of the first op "
+                     "reading it (none yet: the tape it carries)")
+    if any(not v.leaf for v in views):
+        words.append("filled: made by an op, in its tape's colour")
+    if any(v.output and not v.leaf for v in views):
+        words.append("bold, thick outline: a tensor drawn here, outlined in the colour of the tape it carries")
+    return words
+
+
 def _row(*cells: str) -> str:
     return f"<TR>{''.join(cells)}</TR>"
 
 
 def _cell(content: str, span: int = 1) -> str:
-    return f'<TD ALIGN="LEFT" BALIGN="LEFT" COLSPAN="{span}">{content}</TD>' if span > 1 else f'<TD ALIGN="LEFT">{content}</TD>'
+    columns = f' COLSPAN="{span}"' if span > 1 else ""
+    return f'<TD ALIGN="LEFT" BALIGN="LEFT"{columns}>{content}</TD>'
 
 
 def _swatch(fill: str, sample: str = "") -> str:
-    """A small square of ``fill`` holding ``sample`` (HTML), outlined like the picture's nodes."""
-    return (f'<TD BGCOLOR="{fill}" BORDER="1" COLOR="{LEAF}" WIDTH="16" HEIGHT="14" FIXEDSIZE="TRUE">'
+    """A small square of ``fill`` holding ``sample`` (HTML: a glyph, never a tensor name)."""
+    return (f'<TD BGCOLOR="{fill}" BORDER="1" COLOR="{INK}" WIDTH="16" HEIGHT="14" FIXEDSIZE="TRUE">'
             f'{sample}</TD>')
 
 
 def _text(text: str, ink: str | None = None) -> str:
-    """An explanation cell, in ``ink`` if given."""
-    return _cell(html.escape(text) if ink is None else f'<FONT COLOR="{ink}">{html.escape(text)}</FONT>')
+    """An explanation cell, in ``ink`` if given: its lines (split at ``\\n``) wrapped to a narrow key."""
+    lines = "<BR/>".join(html.escape(part) for line in text.split("\n") for part in textwrap.wrap(line, LEGEND_WIDTH))
+    return _cell(lines if ink is None else f'<FONT COLOR="{ink}">{lines}</FONT>')

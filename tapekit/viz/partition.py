@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 from ..errors import InvalidArgumentError
 from ..history import coverage, home_of, live_store, plural
 from ..inspect import tapes as live_tapes
-from .palette import CONSUMED, TapeColours, tape_colour, tape_name
+from .palette import CONSUMED, TapeLook, TapeLooks, look_of
 from .scene import Scene, capture, tensors_given
 
 if TYPE_CHECKING:
@@ -20,14 +20,16 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class TapeShare:
-    """One live tape at the moment of a snapshot."""
+    """One live tape at the moment of a snapshot: its name and colour (``look``), its class
+    (``policy``), what it holds, and what merges and backwards did to it (``state``)."""
 
     birth: int
-    label: str
+    look: TapeLook
     policy: str
     records: int
     grad_entries: int
     nbytes: int
+    state: str = ""
 
 
 @dataclass(frozen=True)
@@ -62,7 +64,7 @@ class OutputShare:
         """The part of the history's leaves whose whole gradient the output's tape reaches."""
         return self.reachable / self.leaves if self.leaves else None
 
-    def summary(self, colours: TapeColours, sep: str = ": ") -> str:
+    def summary(self, colours: TapeLooks, sep: str = ": ") -> str:
         """``z (holds tape A): its backward sees 1/2 records, 1/2 leaves``."""
         where = "no live tape" if self.carries is None else colours.name(self.carries)
         if not self.records:
@@ -80,16 +82,16 @@ class Snapshot:
     outputs: tuple[OutputShare, ...]
 
     @property
-    def colours(self) -> TapeColours:
-        """The letter and colour of each tape: its place among the tapes of its program."""
-        return TapeColours(t.birth for t in self.tapes)
+    def colours(self) -> TapeLooks:
+        """The name and colour of each tape, as `tapekit.ids` gave them."""
+        return TapeLooks({t.birth: t.look for t in self.tapes})
 
     def __str__(self) -> str:
         colours = self.colours
         lines = [f"{self.label}:"]
-        lines += [f"  {colours.name(t.birth)} ({t.label}, {t.policy}): {plural(t.records, 'record')}, "
-                  f"{plural(t.grad_entries, 'gradient entry', 'gradient entries')}, {t.nbytes:,} bytes"
-                  for t in self.tapes]
+        lines += [f"  {colours.name(t.birth)} ({t.policy}{'; ' + t.state if t.state else ''}): "
+                  f"{plural(t.records, 'record')}, {plural(t.grad_entries, 'gradient entry', 'gradient entries')}, "
+                  f"{t.nbytes:,} bytes" for t in self.tapes]
         lines += ["  " + out.summary(colours) for out in self.outputs]
         return "\n".join(lines)
 
@@ -111,9 +113,10 @@ def snapshot(*tensors: Any, label: str = "snapshot", names: Mapping[str, Any] | 
 
 def _snapshot(tensors: Sequence[Any], scene: Scene, label: str) -> Snapshot:
     """The snapshot of ``tensors``, named as in ``scene`` (a scene captured of them just now)."""
-    shares = tuple(TapeShare(info.tape._born, info.label, info.policy, info.records, info.grad_entries, info.nbytes)
+    shares = tuple(TapeShare(info.tape._born, look_of(info.tape), type(info.tape).__name__, info.records,
+                             info.grad_entries, info.nbytes, info.state)
                    for info in live_tapes(*tensors))
-    return Snapshot(label, tuple(sorted(shares, key=lambda t: t.birth)),
+    return Snapshot(label, tuple(sorted(shares, key=lambda t: t.look.order)),
                     tuple(_output_share(t, scene.name(t.id)) for t in tensors))
 
 
@@ -149,7 +152,6 @@ def plot_partition(*snapshots: Snapshot) -> "Figure":
     """One panel per snapshot, two to a row: a bar per tape (its records, in its DAG colour) and,
     for each output, where the records of its history live and how much its own tape sees. Each
     panel names the tapes as its snapshot prints them."""
-    from matplotlib.patches import Patch
     from matplotlib.ticker import MaxNLocator
 
     if not snapshots or not all(isinstance(s, Snapshot) for s in snapshots):
@@ -165,13 +167,7 @@ def plot_partition(*snapshots: Snapshot) -> "Figure":
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     for ax in axes[len(snapshots):]:
         fig.delaxes(ax)  # an odd number of panels leaves the last row's second place empty
-    ranks = sorted({s.colours.rank(t.birth) for s in snapshots for t in s.tapes})
-    handles = [Patch(color=tape_colour(r), label=tape_name(r)) for r in ranks]
-    if any(None in o.split for s in snapshots for o in s.outputs):
-        handles.append(Patch(color=CONSUMED, label="no tape (consumed by a backward)"))
-    if any(set(o.split) - {o.carries} for s in snapshots for o in s.outputs):
-        handles.append(Patch(facecolor="white", edgecolor="#555555", hatch="//",
-                             label="history on a tape the output does not hold"))
+    handles = _legend_handles(snapshots)
     if handles:
         widest = max(len(h.get_label()) for h in handles) * LETTER_PT + 3 * TEXT_PT  # points, swatch included
         fits = max(1, int(width * 72 * 0.95 // widest))
@@ -182,18 +178,34 @@ def plot_partition(*snapshots: Snapshot) -> "Figure":
     return fig
 
 
+def _legend_handles(snapshots: Sequence[Snapshot]) -> list:
+    """One swatch per tape of the snapshots, in the order of its first letter, then the marks they use."""
+    from matplotlib.patches import Patch
+
+    looks = {t.look.name: t.look for s in snapshots for t in s.tapes}
+    handles = [Patch(color=look.colour, label=f"tape {look.name}") for look in sorted(looks.values(),
+                                                                                   key=lambda k: k.order)]
+    if any(None in o.split for s in snapshots for o in s.outputs):
+        handles.append(Patch(color=CONSUMED, label="no tape: let go by a backward"))
+    if any(set(o.split) - {o.carries} for s in snapshots for o in s.outputs):
+        handles.append(Patch(facecolor="white", edgecolor="#555555", hatch="//",
+                             label="history on a tape the output does not hold"))
+    return handles
+
+
 def _panel(ax: Any, snap: Snapshot) -> None:
     colours, labels = snap.colours, []
     y = 0
     for tape in snap.tapes:
         colour = colours.colour(tape.birth)
         ax.barh(y, tape.records, color=colour, edgecolor=colour, linewidth=2, height=0.6)
-        labels.append(f"{colours.name(tape.birth)} ({tape.policy})\n{plural(tape.records, 'record')}, "
+        state = "".join(f"\n{part}" for part in tape.state.split("; ") if part)
+        labels.append(f"{colours.name(tape.birth)} ({tape.policy}){state}\n{plural(tape.records, 'record')}, "
                       f"{plural(tape.grad_entries, 'grad entry', 'grad entries')}, {tape.nbytes:,} B")
         y += 1
     for out in snap.outputs:
         left = 0
-        for birth, count in sorted(out.split.items(), key=lambda kv: -1 if kv[0] is None else colours.rank(kv[0])):
+        for birth, count in sorted(out.split.items(), key=lambda kv: colours.order(kv[0])):
             ax.barh(y, count, left=left, color=colours.colour(birth), height=0.6,
                     hatch="" if birth == out.carries else "//", edgecolor="white")
             left += count
@@ -209,7 +221,7 @@ def _panel(ax: Any, snap: Snapshot) -> None:
     ax.set_title(snap.label, fontsize=TITLE_PT, wrap=True)
 
 
-def _output_label(out: OutputShare, colours: TapeColours) -> str:
+def _output_label(out: OutputShare, colours: TapeLooks) -> str:
     """``out.summary`` in three short lines, so that two panels fit side by side."""
     head, _, rest = out.summary(colours, sep="\n").partition("\n")
     if rest.startswith("its backward sees "):

@@ -1,8 +1,9 @@
 """What a picture of the ops behind some tensors shows, frozen at one moment: the ops oldest
-first, the tensors they read and make, and the tape holding each op's record right now.
+first, the tensors they read and make, and the tape holding each op's record right now, each
+named and coloured as `tapekit.ids` says.
 
-A ``Scene`` holds no tape or array, so it can be drawn later (in another colour order) and
-two scenes of one run can be compared."""
+A ``Scene`` holds no tape or array, so it can be drawn later and two scenes of one run can be
+compared."""
 
 from __future__ import annotations
 
@@ -11,29 +12,34 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from ..errors import InvalidArgumentError
 from ..history import history, home_of, live_store
-from ..ids import name_of
-from ..tapes.base import Tape
+from ..ids import label, label_all, letter_all, name_unshown
+from ..tapes.base import Tape, is_spent
 from ..tensor import Tensor
-from .palette import TapeColours
+from .palette import TapeLook, TapeLooks, look_of
 
 
 @dataclass(frozen=True)
 class OpView:
     """One recorded op: its name, operand ids (``None``: a constant), output id, and the birth of
-    the tape holding its record (``None`` when no tape holds it any more, ``fate`` says why)."""
+    the tape holding its record (``None`` when no tape holds it any more). ``fate`` says why not:
+    ``drained`` (a backward ran it, and its shared tape records again), ``consumed`` (a backward ran
+    it and consumed its OwnedTape), ``let go`` (a backward ran it) or ``dropped`` (its tape is gone);
+    ``by`` names that backward."""
 
     name: str
     inputs: tuple[int | None, ...]
     out: int
     tape: int | None
     fate: str = ""
+    by: str = ""
 
 
 @dataclass(frozen=True)
 class TensorView:
     """One tensor in the picture. ``made_on``: birth of the tape holding the op that made it;
     ``carries``: birth of the live tape it carries, for a tensor the picture was given (an output);
-    ``grad``: whether the given gradients hold it (``None``: no gradients given)."""
+    ``outline``: for a leaf, birth of the tape holding the first op that reads it (``None``: none,
+    or no tape any more); ``grad``: whether the given gradients hold it (``None``: none given)."""
 
     name: str
     shape: tuple[int, ...]
@@ -42,15 +48,19 @@ class TensorView:
     made_on: int | None
     carries: int | None
     grad: bool | None
+    outline: int | None = None
 
 
 @dataclass(frozen=True)
 class TapeView:
-    """A live tape in the picture: its policy and how many records it holds in all."""
+    """A live tape in the picture: its policy, how many records it holds in all, its name and
+    colour, and what merges and backwards did to it (``absorbed B``, ``drained by ...``)."""
 
     birth: int
     policy: str
     records: int
+    look: TapeLook
+    state: str = ""
 
 
 @dataclass(frozen=True)
@@ -63,9 +73,9 @@ class Scene:
         return self.tensors[tid].name
 
     @property
-    def colours(self) -> TapeColours:
-        """The letter and colour of each tape: its place among the tapes of its program."""
-        return TapeColours(self.tapes)
+    def colours(self) -> TapeLooks:
+        """The name and colour of each tape, as `tapekit.ids` gave them."""
+        return TapeLooks({b: t.look for b, t in self.tapes.items()})
 
 
 def tensors_given(tensors: Sequence[Any], what: str) -> list[Tensor]:
@@ -80,40 +90,83 @@ def tensors_given(tensors: Sequence[Any], what: str) -> list[Tensor]:
 
 
 def capture(tensors: Sequence[Tensor], grads: Any = None, names: Mapping[str, Any] | None = None) -> Scene:
-    """The scene behind ``tensors`` now; ``names`` (e.g. ``locals()``) names tensors that have no
-    ``name=``; ``grads`` (a ``Gradients``) marks which tensors have a gradient."""
+    """The scene behind ``tensors`` now; ``names`` (e.g. ``locals()``) names the tensors that have
+    neither a ``name=`` nor a label yet, for good (`tapekit.ids`); ``grads`` (a ``Gradients``) marks
+    which tensors have a gradient."""
     if names is not None and not isinstance(names, Mapping):
         raise InvalidArgumentError(f"names= takes a mapping from names to tensors, such as locals(), "
                                    f"not {type(names).__name__}")
     records = list(reversed(history(tensors)))
     handles = _handles(tensors, names or {})
-    stores: dict[int, Tape] = {}
-    made: dict[int, OpView] = {}  # output id -> the op that made it
-    for rec in records:
-        store = home_of(rec)
-        if store is not None:
-            stores[store._born] = store
-        fate = "" if store is not None else ("consumed" if rec.consumed_by else "dropped")
-        made[rec.out] = OpView(rec.name, tuple(rec.inputs), rec.out, None if store is None else store._born, fate)
+    stores = _stores(records, tensors, handles)
+    fates = _Fates(handles)
+    made = {rec.out: fates.view(rec) for rec in records}  # output id -> the op that made it
     order = _appearance(records, tensors)
+    label_all(order)
+    outline = _first_readers(made.values())
     shapes = _shapes(records, tensors)
-    namer = _Namer(handles)
     outputs = {t.id for t in tensors}
     views = {}
     for tid in order:
         store = live_store(handles[tid][0]) if tid in outputs else None
+        op = made.get(tid)
+        views[tid] = TensorView(label(tid), shapes[tid], op is None, tid in outputs, None if op is None else op.tape,
+                                None if store is None else store._born, None if grads is None else tid in grads,
+                                outline.get(tid))
+    tapes = {b: TapeView(b, type(s).__name__, len(s), look_of(s), s._state()) for b, s in sorted(stores.items())}
+    return Scene(tuple(made.values()), views, tapes)
+
+
+def _stores(records: Sequence[Any], tensors: Sequence[Tensor],
+            handles: Mapping[int, tuple[Tensor, str | None]]) -> dict[int, Tape]:
+    """By birth, the live tapes holding ``records`` and those the given tensors carry, lettered in
+    the order they were made (`tapekit.ids`)."""
+    stores: dict[int, Tape] = {}
+    for rec in records:
+        store = home_of(rec)
         if store is not None:
             stores[store._born] = store
-        op = made.get(tid)
-        views[tid] = TensorView(namer(tid), shapes[tid], op is None, tid in outputs, None if op is None else op.tape,
-                                None if store is None else store._born, None if grads is None else tid in grads)
-    tapes = {b: TapeView(b, type(s).__name__, len(s)) for b, s in sorted(stores.items())}
-    return Scene(tuple(made.values()), views, tapes)
+    for t in tensors:
+        store = live_store(handles[t.id][0])
+        if store is not None:
+            stores[store._born] = store
+    letter_all(b for s in stores.values() for b in s._parts())
+    return stores
+
+
+class _Fates:
+    """Why a record no tape holds is gone, from the tapes the picture's handles carry: the backward
+    that let it go drained one of them (it records again), or consumed an OwnedTape (a handle is spent)."""
+
+    def __init__(self, handles: Mapping[int, tuple[Tensor, str | None]]) -> None:
+        carried = [h._tape for h, _ in handles.values() if h._tape is not None]
+        self.drained = {t._store()._drained for t in carried if not is_spent(t)}
+        self.spent = any(is_spent(t) for t in carried)
+
+    def view(self, rec: Any) -> OpView:
+        store = home_of(rec)
+        if store is not None:
+            return OpView(rec.name, tuple(rec.inputs), rec.out, store._born)
+        by = rec.consumed_by
+        fate = "dropped" if not by else "drained" if by in self.drained else "consumed" if self.spent else "let go"
+        return OpView(rec.name, tuple(rec.inputs), rec.out, None, fate, str(by or ""))
+
+
+def _first_readers(ops: Iterable[OpView]) -> dict[int, int | None]:
+    """For each leaf (an operand no op here made), the tape of the first op that reads it."""
+    made = {op.out for op in ops}
+    first: dict[int, int | None] = {}
+    for op in ops:
+        for tid in op.inputs:
+            if tid is not None and tid not in made:
+                first.setdefault(tid, op.tape)
+    return first
 
 
 def _handles(tensors: Sequence[Tensor], names: Mapping[str, Any]) -> dict[int, tuple[Tensor, str | None]]:
     """For each tensor id: a handle (one carrying a live tape when there is one) and its name from
-    ``names`` (the first key naming it; keys starting with ``_`` are skipped)."""
+    ``names`` (the first key naming it; keys starting with ``_`` are skipped), which names it for
+    good when it has no name or label yet."""
     found: dict[int, tuple[Tensor, str | None]] = {t.id: (t, None) for t in tensors}
     for key, value in names.items():
         if not isinstance(value, Tensor) or key.startswith("_"):
@@ -122,25 +175,8 @@ def _handles(tensors: Sequence[Tensor], names: Mapping[str, Any]) -> dict[int, t
         if live_store(handle) is None and live_store(value) is not None:
             handle = value
         found[value.id] = (handle, name or key)
+        name_unshown(value.id, name or key)
     return found
-
-
-class _Namer:
-    """Names in the picture: a tensor's ``name=``, else its name in ``names``, else ``t1``, ``t2``, ...
-    numbered in order of appearance, so the picture does not depend on global ids."""
-
-    def __init__(self, handles: Mapping[int, tuple[Tensor, str | None]]) -> None:
-        self.handles = handles
-        self.unnamed = 0
-
-    def __call__(self, tid: int) -> str:
-        given = name_of(tid)
-        if given is not None:
-            return given
-        if tid in self.handles and self.handles[tid][1]:
-            return self.handles[tid][1]
-        self.unnamed += 1
-        return f"t{self.unnamed}"
 
 
 def _appearance(records: Iterable[Any], tensors: Sequence[Tensor]) -> list[int]:

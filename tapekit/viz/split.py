@@ -18,7 +18,7 @@ from ..errors import InvalidArgumentError
 from ..history import history, live_store, plural
 from ..inspect import tapes as live_tapes
 from ..tapes.base import Record, _by_id
-from .palette import MISSING, TapeColours, rgb, tape_colour, tape_name
+from .palette import MISSING, TapeLook, look_of, text_on
 from .partition import _figure_class
 from .scene import capture, tensors_given
 
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 MISSING_KEY = "missing"
+NAMED_SHARE = 0.3  # a part at least this wide carries its tape's name
 
 
 @dataclass(frozen=True)
@@ -33,16 +34,16 @@ class GradientSplit:
     """Each leaf's gradient at one moment, and who would deliver which part of it.
 
     ``true[leaf]`` is the reference: the gradient of the sum of all the outputs, as one tape holding
-    the whole history would give it. ``parts[leaf][tape label]`` is what a backward of that tape
+    the whole history would give it. ``parts[leaf][tape name]`` is what a backward of that tape
     (seeded at the outputs that hold it) would give the leaf, and ``parts[leaf]["missing"]`` the rest
-    of ``true[leaf]``, which no tape's backward delivers. ``tapes`` maps the label of every live
-    tape behind the outputs to its birth (for its colour), oldest first.
+    of ``true[leaf]``, which no tape's backward delivers. ``tapes`` maps the name of every live
+    tape behind the outputs (``A``, ``A∪B``: `tapekit.ids`) to its name and colour, oldest first.
     """
 
     label: str
     true: dict[str, np.ndarray]
     parts: dict[str, dict[str, np.ndarray]]
-    tapes: dict[str, int]
+    tapes: dict[str, TapeLook]
 
     def shares(self, leaf: str) -> dict[str, float]:
         """Each part's share of the leaf's gradient, by size: ``|part| / (sum of every |part|)``,
@@ -53,17 +54,10 @@ class GradientSplit:
         whole = sum(sizes.values())
         return {key: size / whole if whole else 0.0 for key, size in sizes.items()}
 
-    @property
-    def colours(self) -> TapeColours:
-        """The letter and colour of each tape: its place among the tapes of its program."""
-        return TapeColours(self.tapes.values())
-
     def __str__(self) -> str:
-        colours = self.colours
         lines = [f"{self.label}:"]
         for leaf, parts in self.parts.items():
-            terms = [f"{fmt(part)} on {colours.name(self.tapes[key])} ({key})"
-                     for key, part in parts.items() if key != MISSING_KEY]
+            terms = [f"{fmt(part)} on tape {key}" for key, part in parts.items() if key != MISSING_KEY]
             if parts[MISSING_KEY].any():
                 terms.append(f"{fmt(parts[MISSING_KEY])} missing")
             lines.append(f"  {leaf}: {fmt(self.true[leaf])} = {' + '.join(terms) or 'nothing'}")
@@ -87,33 +81,48 @@ def gradient_split(*outputs: Any, label: str = "gradient split",
     """
     outputs = tensors_given(outputs, "tk.viz.gradient_split")
     records = sorted(history(outputs), key=_by_id)
-    consumed = [rec for rec in records if rec.rules is None]
-    if consumed:
-        raise InvalidArgumentError(
-            f"tk.viz.gradient_split cannot compute the true gradient: {plural(len(consumed), 'record')} of the "
-            f"outputs' history {'was' if len(consumed) == 1 else 'were'} consumed by {consumed[0].consumed_by}, "
-            f"which let go of their rules. Take the split before that backward, or run it with retain=True.")
+    _check_rules(records)
+    scene = capture(outputs, names=names)  # names the tensors and tapes first, in the order they were made
     seeds = _seeds(outputs, [np.ones(out.shape) for out in outputs])
-    holders: dict[Any, list[int]] = {}  # each live tape the outputs hold -> which outputs hold it
-    for i, out in enumerate(outputs):
-        store = live_store(out)
-        if store is not None:
-            holders.setdefault(store, []).append(i)
+    holders = _holders(outputs)
     true = _gradients(records, outputs, seeds)
     delivered = {store.label: _gradients(sorted(store._all_records(), key=_by_id), [outputs[i] for i in held],
                                          [seeds[i] for i in held])
                  for store, held in holders.items()}
-    made = {rec.out for rec in records}
     keep = Planned([store.grads for store in holders]).leaves  # the united leaf set, if any tape has one
-    leaves = [tid for tid in sorted({t for rec in records for t in rec.inputs if t is not None})
-              if tid not in made and tid in true and (keep is None or tid in keep)]
-    scene = capture(outputs, names=names)
-    parts = {}
+    leaves, parts = _leaves(records, true, keep), {}
     for tid in leaves:
         got = {key: grads[tid] for key, grads in delivered.items() if tid in grads}
         parts[scene.name(tid)] = {**got, MISSING_KEY: true[tid] - sum(got.values(), np.zeros_like(true[tid]))}
-    tapes = {info.label: info.tape._born for info in sorted(live_tapes(*outputs), key=lambda i: i.tape._born)}
+    tapes = {info.label: look_of(info.tape) for info in sorted(live_tapes(*outputs), key=lambda i: i.tape._born)}
     return GradientSplit(label, {scene.name(tid): true[tid] for tid in leaves}, parts, tapes)
+
+
+def _check_rules(records: list[Record]) -> None:
+    """``InvalidArgumentError`` when a backward let go of some records' rules: no true gradient then."""
+    consumed = [rec for rec in records if rec.rules is None]
+    if consumed:
+        raise InvalidArgumentError(
+            f"tk.viz.gradient_split cannot compute the true gradient: {plural(len(consumed), 'record')} of the "
+            f"outputs' history {'was' if len(consumed) == 1 else 'were'} let go by {consumed[0].consumed_by}, "
+            f"which let go of their rules. Take the split before that backward, or run it with retain=True.")
+
+
+def _holders(outputs: Sequence[Any]) -> dict[Any, list[int]]:
+    """Each live tape the outputs hold -> which outputs hold it."""
+    holders: dict[Any, list[int]] = {}
+    for i, out in enumerate(outputs):
+        store = live_store(out)
+        if store is not None:
+            holders.setdefault(store, []).append(i)
+    return holders
+
+
+def _leaves(records: list[Record], true: Mapping[int, Any], keep: Any) -> list[int]:
+    """The leaves of the history that have a true gradient (and are in the leaf set, if any), by id."""
+    made = {rec.out for rec in records}
+    return [tid for tid in sorted({t for rec in records for t in rec.inputs if t is not None})
+            if tid not in made and tid in true and (keep is None or tid in keep)]
 
 
 def _gradients(records: list[Record], outputs: Sequence[Any], seeds: Sequence[Any]) -> dict[int, np.ndarray]:
@@ -141,8 +150,6 @@ def plot_gradient_split(*splits: GradientSplit) -> "Figure":
     backward delivers, in that tape's colour, and the missing share hatched, each labelled by its
     value (``GradientSplit.shares``). Leaves with several elements are measured by norm, and the
     axis says so. Each bar names the tapes as its split prints them."""
-    from matplotlib.patches import Patch
-
     if not splits or not all(isinstance(s, GradientSplit) for s in splits):
         raise InvalidArgumentError("tk.viz.plot_gradient_split takes gradient splits: "
                                    "tk.viz.gradient_split(z, zz, label='after')")
@@ -155,34 +162,53 @@ def plot_gradient_split(*splits: GradientSplit) -> "Figure":
     axes = fig.subplots(len(leaves), 1, squeeze=False, sharex=True,
                         gridspec_kw={"height_ratios": [len(b) for b in bars]})[:, 0]
     for ax, leaf, shown in zip(axes, leaves, bars):
-        for y, split in enumerate(shown):
-            _bar(ax, y, split, leaf)
-        truths = {fmt(s.true[leaf]) for s in shown}
-        one = truths.pop() if len(truths) == 1 else None
-        ax.set_yticks(range(len(shown)), [s.label if one else f"{s.label}\ntrue {fmt(s.true[leaf])}" for s in shown],
-                      fontsize=10)
-        ax.invert_yaxis()
-        ax.set_title(f"{leaf}: true gradient {one}" if one else leaf, fontsize=11, loc="left")
-        ax.set_facecolor("white")
-    axes[-1].set_xlim(0, 1)
-    several = any(s.true[leaf].size > 1 for s in splits for leaf in s.true)
-    axes[-1].set_xlabel("share of the leaf's gradient" + (" (by L2 norm: |part| / sum of the parts' norms)"
-                                                          if several else ""), fontsize=10)
-    axes[-1].tick_params(labelsize=10)
-    ranks = sorted({s.colours.rank(s.tapes[key]) for s in splits for p in s.parts.values() for key in p
-                    if key != MISSING_KEY})
-    handles = [Patch(color=tape_colour(r), label=f"{tape_name(r)}'s backward") for r in ranks]
-    if any(p[MISSING_KEY].any() for s in splits for p in s.parts.values()):
-        handles.append(Patch(facecolor="white", edgecolor=MISSING, hatch="//", label="missing: no backward delivers it"))
+        _leaf_panel(ax, leaf, shown)
+    _share_axis(axes[-1], splits)
+    handles = _legend_handles(splits)
     fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 3), frameon=False, fontsize=10)
     fig.suptitle("Who delivers each leaf's gradient", fontsize=12)
     return fig
 
 
+def _leaf_panel(ax: Any, leaf: str, shown: Sequence[GradientSplit]) -> None:
+    """One leaf's panel: a bar per split, titled with its true gradient when all agree."""
+    for y, split in enumerate(shown):
+        _bar(ax, y, split, leaf)
+    truths = {fmt(s.true[leaf]) for s in shown}
+    one = truths.pop() if len(truths) == 1 else None
+    ax.set_yticks(range(len(shown)), [s.label if one else f"{s.label}\ntrue {fmt(s.true[leaf])}" for s in shown],
+                  fontsize=10)
+    ax.invert_yaxis()
+    ax.set_title(f"{leaf}: true gradient {one}" if one else leaf, fontsize=11, loc="left")
+    ax.set_facecolor("white")
+
+
+def _share_axis(ax: Any, splits: Sequence[GradientSplit]) -> None:
+    """The shared x axis under the last panel, saying how a leaf of several values is measured."""
+    ax.set_xlim(0, 1)
+    several = any(s.true[leaf].size > 1 for s in splits for leaf in s.true)
+    ax.set_xlabel("share of the leaf's gradient" + (" (by L2 norm: |part| / sum of the parts' norms)"
+                                                     if several else ""), fontsize=10)
+    ax.tick_params(labelsize=10)
+
+
+def _legend_handles(splits: Sequence[GradientSplit]) -> list:
+    """A swatch per tape whose backward delivers a part, in the order of its first letter; then missing."""
+    from matplotlib.patches import Patch
+
+    looks = {key: s.tapes[key] for s in splits for p in s.parts.values() for key in p if key != MISSING_KEY}
+    handles = [Patch(color=look.colour, label=f"tape {look.name}'s backward")
+               for look in sorted(looks.values(), key=lambda k: k.order)]
+    if any(p[MISSING_KEY].any() for s in splits for p in s.parts.values()):
+        handles.append(Patch(facecolor="white", edgecolor=MISSING, hatch="//",
+                             label="missing: no backward delivers it"))
+    return handles
+
+
 def _bar(ax: Any, y: int, split: GradientSplit, leaf: str) -> None:
     """Draw one moment's stacked bar for ``leaf``."""
-    shares, parts, colours, left = split.shares(leaf), split.parts[leaf], split.colours, 0.0
-    order = sorted((k for k in parts if k != MISSING_KEY), key=lambda k: colours.rank(split.tapes[k]))
+    shares, parts, left = split.shares(leaf), split.parts[leaf], 0.0
+    order = sorted((k for k in parts if k != MISSING_KEY), key=lambda k: split.tapes[k].order)
     for key in order + [MISSING_KEY]:
         width = shares[key]
         if not width:
@@ -191,16 +217,12 @@ def _bar(ax: Any, y: int, split: GradientSplit, leaf: str) -> None:
             ax.barh(y, width, left=left, height=0.6, facecolor="white", edgecolor=MISSING, hatch="//")
             text, colour = f"missing {fmt(parts[key])}", MISSING
         else:
-            fill = colours.colour(split.tapes[key])
+            fill = split.tapes[key].colour
             ax.barh(y, width, left=left, height=0.6, color=fill)
-            text, colour = fmt(parts[key]), _ink(fill)
+            text, colour = fmt(parts[key]), text_on(fill)
+            if width >= NAMED_SHARE:  # the tape's name on its part: two tapes may share a colour
+                text = f"tape {key}: {text}"
         ax.text(left + width / 2, y, text, ha="center", va="center", fontsize=10, color=colour,
                 fontweight="bold", bbox={"facecolor": "white", "edgecolor": "none", "pad": 1}
                 if key == MISSING_KEY else None)
         left += width
-
-
-def _ink(fill: str) -> str:
-    """Black or white, whichever reads better on ``fill``."""
-    r, g, b = rgb(fill)
-    return "black" if 0.299 * r + 0.587 * g + 0.114 * b > 140 else "white"

@@ -14,7 +14,6 @@ import numpy as np
 from ..backward import backward
 from ..errors import TapekitError
 from ..gradients import Gradients
-from ..ids import set_name
 from ..tensor import Tensor
 from ..viz.picture import save
 from .replay import Moment
@@ -74,18 +73,11 @@ class TapeExplorer(ReplayWidget):
         if name not in moment.tensors:
             self._report(f"there is no tensor {name!r} at step {moment.step}: pick an output first")
             return None
-        before = View.of(moment, "")
-        for tid, view in before.scene.tensors.items() if before.scene else ():
-            set_name(tid, view.name)  # so tapekit's messages name tensors as the picture does
         grads, lines = _backward(moment.tensors[name], name)
         after = View.of(moment, f"after backward on {name}", grads)
         if grads is not None and after.scene is not None:
             lines.append("gradients:")
             lines += [_gradient_line(grads, tid, v.name, name) for tid, v in after.scene.tensors.items()]
-        if before.snapshot is not None:
-            colours = before.snapshot.colours
-            lines.append("(in tapekit's messages, " + ", ".join(f"{colours.name(t.birth)} is {t.label}"
-                                                                 for t in before.snapshot.tapes) + ")")
         self._show(after)
         self._report("\n".join(lines))
         return grads

@@ -20,8 +20,8 @@ class MergeViewer(ReplayWidget):
     """Before and after a merge, side by side: ``before_picture`` and ``after_picture`` (DAGs in
     the same colours) and ``plot`` (the partition of both moments). The merge step is the first
     step running an op on tensors of the program's variables that held two different tapes under
-    the chosen ``policy``; the ``step`` slider picks another. What is shown is kept as text: ``before_svg``, ``after_svg``, ``before_dot``,
-    ``after_dot``, ``figure``, ``line``, ``note``.
+    the chosen ``policy``; the ``step`` slider picks another. What is shown is kept as text:
+    ``before_svg``, ``after_svg``, ``before_dot``, ``after_dot``, ``figure``, ``line``, ``note``.
     """
 
     step_description = "after step"

@@ -9,6 +9,7 @@ gradients it missed and why, in tapekit's own words.
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import re
 import warnings
@@ -21,12 +22,12 @@ import numpy as np
 from ..backward import Planned, _run, backward
 from ..errors import TapekitError
 from ..gradients import Gradients
-from ..history import coverage, history, home_of, live_store, plural
-from ..ids import set_name
+from ..history import coverage, history, live_store, plural
 from ..ops.core import unbroadcast
 from ..tapes.base import Record, Tape
 from ..tensor import Tensor
-from ..viz.palette import CONSUMED, LEAF, MISSING, lighten
+from ..viz.dag import fate_text, marks, node_ids, tape_text, tensor_style
+from ..viz.palette import CONSUMED, MISSING, lighten
 from ..viz.picture import Picture
 from ..viz.scene import OpView, Scene, TensorView, capture
 from .replay import POLICIES, Moment, Replay
@@ -121,14 +122,12 @@ class BackwardPlayer:
         self.outputs = self._outputs(moment)
         self.scene: Scene | None = None
         self.steps, self.records, self.hidden = [], [], set()
-        self.result, self.returned, self.result_lines, self.tape_names = None, {}, [], ""
+        self.result, self.returned, self.result_lines = None, {}, []
         if self.outputs:  # the tapes backward runs, and their records, oldest first
             stores = list({id(s): s for s in map(live_store, self.outputs) if s is not None}.values())
             self.records = sorted({rec.id: rec for s in stores for rec in s.records}.values(), key=lambda r: r.id)
             self.scene = self._scene(moment)
             self.colours = self.scene.colours
-            for tid, view in self.scene.tensors.items():
-                set_name(tid, view.name)  # so tapekit's messages name tensors as the picture does
             self._run(stores)
         self._draw_every_step()
         with self.step.hold_trait_notifications(), self.play.hold_trait_notifications():
@@ -178,7 +177,6 @@ class BackwardPlayer:
         real backward."""
         outputs, records = self.outputs, self.records
         self.hidden = {rec.out for rec in coverage(outputs, stores).hidden}
-        self.tape_names = self._tape_names(stores)
         planned = Planned([s.grads for s in stores])
         planned.leaves, planned.clean = None, set()  # show every gradient; write into no tape's buffers
         seeds = [out.device.xp.ones_like(out.data) for out in outputs]
@@ -229,16 +227,6 @@ class BackwardPlayer:
             else:
                 so_far[tid] = gi
         return tuple(sent), lines
-
-    def _tape_names(self, stores: list[Tape]) -> str:
-        """``tape A is T0, tape B is T1``: the picture's names of the tapes tapekit's messages name."""
-        seen = {id(s): s for s in stores}
-        for rec in history(self.outputs):
-            home = home_of(rec)
-            if home is not None:
-                seen.setdefault(id(home), home)
-        tapes = sorted(seen.values(), key=lambda t: self.colours.rank(t._born))
-        return ", ".join(f"{self.colours.name(t._born)} is {t.label}" for t in tapes)
 
     # -- showing a step ----------------------------------------------------------------------
     @property
@@ -313,9 +301,7 @@ class BackwardPlayer:
                 else:
                     lines.append(f"  ½ {view.name} = {_value(self.returned[tid])}: incomplete, "
                                  f"not all of its ways to the output ran")
-        lines += self.result_lines
-        lines.append(f"(in tapekit's messages, {self.tape_names})")
-        return lines
+        return lines + self.result_lines
 
     def _picture(self, k: int) -> Picture:
         """The DAG at step ``k``: the running record outlined, gradients in the tensors, unseen records dashed."""
@@ -324,7 +310,7 @@ class BackwardPlayer:
                                                 "ranksep": "0.3", "size": "8.5,20"},
                         node_attr={"fontname": FONT, "fontsize": "12"},
                         edge_attr={"arrowsize": "0.7", "fontname": FONT})
-        ids = {tid: f"t{i}" for i, tid in enumerate(self.scene.tensors, 1)}
+        ids = node_ids(self.scene)
         grads, outputs = self.returned if step is None else step.grads, {o.id for o in self.outputs}
         for tid, view in self.scene.tensors.items():
             graph.node(ids[tid], **self._tensor_node(view, grads.get(tid), tid in outputs, missing=step is None))
@@ -345,15 +331,11 @@ class BackwardPlayer:
 
     def _tensor_node(self, view: TensorView, grad: np.ndarray | None, output: bool, missing: bool) -> dict[str, str]:
         """A tensor as ``name | shape | g = ...``: its gradient so far, ``—`` for none yet or, once
-        backward is done (``missing``), a red ``✗``. An ``output`` of this backward is bold."""
-        colour = LEAF if view.leaf else self.colours.colour(view.made_on)
+        backward is done (``missing``), a red ``✗``; drawn as every picture draws it (an ``output``
+        of this backward bold, outlined in the colour of the tape it carries: the one backward runs)."""
         text = "—" if grad is None and not missing else "✗" if grad is None else _value(grad)
-        node = {"label": "|".join(map(_escape, (view.name, str(view.shape), f"g = {text}"))), "shape": "record",
-                "style": "filled", "color": colour, "fillcolor": "white" if view.leaf else lighten(colour, 0.75)}
-        if output:  # outlined in the colour of the tape it carries: the one backward runs
-            node.update(penwidth="3", fontname=f"{FONT}-Bold")
-            if view.carries is not None:
-                node["color"] = self.colours.colour(view.carries)
+        node = tensor_style(dataclasses.replace(view, output=output, grad=None), self.colours, fill=0.75)
+        node["label"] = "|".join(map(_escape, (view.name, str(view.shape), f"g = {text}")))
         if text == "✗":
             node["fontcolor"] = MISSING
         return node
@@ -373,9 +355,13 @@ class BackwardPlayer:
         return node
 
     def _legend(self) -> str:
-        """An HTML-like table: one colour per tape, and the marks the player uses."""
-        rows = [_row(self.colours.colour(b), f"{self.colours.name(b)}: {t.policy}")
-                for b, t in sorted(self.scene.tapes.items(), key=lambda bt: self.colours.rank(bt[0]))]
+        """An HTML-like table: one colour per tape, and the marks the player uses, in the words of
+        every picture (`tapekit.viz.dag`)."""
+        tapes = self.scene.tapes
+        rows = [_row(self.colours.colour(b), tape_text(tapes[b])) for b in self.colours.sorted(tapes)]
+        rows += [_row(lighten(CONSUMED, 0.5), text) for text in
+                 dict.fromkeys(fate_text(op, self.scene) for op in self.scene.ops if op.tape is None)]
+        rows += [_row("white", text) for text in marks(self.scene)]
         rows += [_row("white", "▶ running now, sending gradients (thick arrows) to its operands"),
                  _row("white", "✓ already run;  g = the gradient so far (— none yet)")]
         if self.hidden:
@@ -442,8 +428,9 @@ def _escape(text: str) -> str:
 
 
 def _row(swatch: str, text: str, ink: str | None = None) -> str:
-    text = html.escape(text) if ink is None else f'<FONT COLOR="{ink}">{html.escape(text)}</FONT>'
-    return f'<TR><TD BGCOLOR="{swatch}" WIDTH="18"></TD><TD ALIGN="LEFT">{text}</TD></TR>'
+    text = "<BR/>".join(html.escape(line) for line in text.split("\n"))
+    text = text if ink is None else f'<FONT COLOR="{ink}">{text}</FONT>'
+    return f'<TR><TD BGCOLOR="{swatch}" WIDTH="18"></TD><TD ALIGN="LEFT" BALIGN="LEFT">{text}</TD></TR>'
 
 
 def _size_px(svg: str) -> tuple[float, float]:

@@ -11,8 +11,8 @@ program runs inside its ``with`` block), so one program runs under every policy:
         z = x + y
 
 The program runs under ``sys.settrace``; step ``i`` is the state right after the ``i``-th line of
-the program's own frame ran, with its local tensors. Each replay is a fresh run, stopped there, and
-a program of its own for the pictures (`tapekit.viz.palette`): every run letters its tapes alike.
+the program's own frame ran, with its local tensors. Each replay is a fresh run, stopped there;
+every run of one program under one policy names its tapes and unnamed tensors alike (`tapekit.ids`).
 """
 
 from __future__ import annotations
@@ -26,10 +26,9 @@ from typing import Any, Callable, Iterator
 
 from ..errors import InvalidArgumentError
 from ..history import history, live_store
-from ..ids import label, name_of, set_name
+from ..ids import label, name_of, replayed, set_name
 from ..tapes import ArcTape, GlobalTape, OwnedTape, UnionTape
 from ..tensor import Tensor
-from ..viz.palette import replayed_run
 
 POLICIES = ("owned", "arc", "union", "global")
 _CLASSES = {"owned": OwnedTape, "arc": ArcTape, "union": UnionTape}
@@ -103,45 +102,22 @@ class Replay:
     def run(self, stop: int | None, visit: Callable[[Moment], None] | None = None) -> Moment:
         """A fresh run stopped right after step ``stop`` (``None``: to the end); ``visit`` sees
         every step on the way."""
-        code = getattr(self.program, "__code__", None)
-        ran: list[int] = []
-        last: Moment | None = None
-
-        def finished(frame: Any, stopping: bool) -> None:
-            nonlocal last
-            moment = last = Moment(len(ran), ran[-1], self.line(ran[-1]), _tensors(frame.f_locals))
-            if visit is not None:
-                visit(moment)
-            if stopping and moment.step == stop:
-                raise _Stop
-
-        def local(frame: Any, event: str, arg: Any) -> Any:
-            if event == "line":
-                if ran:
-                    finished(frame, True)
-                ran.append(frame.f_lineno)
-            elif event == "return" and ran:
-                finished(frame, False)
-            return local
-
-        def calls(frame: Any, event: str, arg: Any) -> Any:
-            return local if frame.f_code is code else None
-
+        steps = _Steps(self, stop, visit)
         error = None
-        with replayed_run(), warnings.catch_warnings(record=True) as caught:
+        with replayed((getattr(self.program, "__code__", self.program), self.policy)), \
+                warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             factory, block = tape_factory(self.policy)
-            with _traced(calls):
+            with _traced(steps.calls):
                 try:
                     with block:
                         self.program(factory)
                 except _Stop:
                     pass
                 except Exception as err:  # the program's own error is part of what it shows
-                    where = f"`{self.line(ran[-1])}`" if ran else "the program"
+                    where = f"`{self.line(steps.ran[-1])}`" if steps.ran else "the program"
                     error = f"{where} raised {type(err).__name__}: {err}"
-        if last is None:
-            return Moment(0, None, "", {}, error, [str(w.message) for w in caught])
+        last = steps.last or Moment(0, None, "", {})
         last.error = error
         last.warnings = [str(w.message) for w in caught]
         return last
@@ -161,6 +137,37 @@ class Replay:
             self.merges.append(moment.step)
         self._records.update(rec.id for rec in records)
         self._carried = carried
+
+
+class _Steps:
+    """The tracer of one run: it notes each line of the program's frame, and after each line the
+    moment it ends (``last``), shown to ``visit``; it stops the run after step ``stop``."""
+
+    def __init__(self, replay: Replay, stop: int | None, visit: Callable[[Moment], None] | None) -> None:
+        self.replay, self.stop, self.visit = replay, stop, visit
+        self.code = getattr(replay.program, "__code__", None)
+        self.ran: list[int] = []
+        self.last: Moment | None = None
+
+    def calls(self, frame: Any, event: str, arg: Any) -> Any:
+        return self.local if frame.f_code is self.code else None
+
+    def local(self, frame: Any, event: str, arg: Any) -> Any:
+        if event == "line":
+            if self.ran:
+                self.finished(frame, True)
+            self.ran.append(frame.f_lineno)
+        elif event == "return" and self.ran:
+            self.finished(frame, False)
+        return self.local
+
+    def finished(self, frame: Any, stopping: bool) -> None:
+        ran = self.ran
+        moment = self.last = Moment(len(ran), ran[-1], self.replay.line(ran[-1]), _tensors(frame.f_locals))
+        if self.visit is not None:
+            self.visit(moment)
+        if stopping and moment.step == self.stop:
+            raise _Stop
 
 
 def _tensors(local_vars: dict[str, Any]) -> dict[str, Tensor]:
