@@ -55,4 +55,5 @@ html_theme_options = {
     "use_download_button": True,
     "use_fullscreen_button": False,
     "show_toc_level": 2,
+    "navbar_persistent": [],  # the sidebar has the search box; pydata-sphinx-theme 0.20 adds a second one above the page
 }

@@ -79,16 +79,22 @@ def server(site):
 
 
 class Reader:
-    """One browser tab on the site, keeping every console error, page error and failed request."""
+    """One browser tab on the site, keeping every console error, page error and failed request. The
+    site must read with no network: a request for anything not on the site is refused and kept too."""
 
     def __init__(self, tab, root: str):
         self.tab, self.root, self.errors = tab, root, []
+        tab.route(re.compile(r"^(?!" + re.escape(root) + r"|data:)"), self.refuse)
         tab.on("console", lambda message: message.type == "error" and self.errors.append(
             f"{tab.url}: console: {message.text}"))
         tab.on("pageerror", lambda error: self.errors.append(f"{tab.url}: {error}"))
         tab.on("requestfailed", lambda request: self.errors.append(f"{tab.url}: failed to load {request.url}"))
         tab.on("response", lambda response: response.status >= 400 and self.errors.append(
             f"{tab.url}: {response.status} for {response.url}"))
+
+    def refuse(self, route) -> None:
+        self.errors.append(f"{self.tab.url}: asked the network for {route.request.url}")
+        route.abort()
 
     def open(self, path: str) -> dict:
         self.tab.goto(urljoin(self.root, path), wait_until="load")
