@@ -34,6 +34,7 @@ nb_ipywidgets_js: dict = {}  # MyST-NB's default loads ipywidgets' embedder from
 myst_enable_extensions = ["dollarmath", "colon_fence"]
 myst_heading_anchors = 3
 
+default_role = "py:obj"  # a docstring's `name` links to that name's entry, or shows as code
 autodoc_member_order = "bysource"
 autodoc_typehints = "signature"
 autodoc_preserve_defaults = True

@@ -214,4 +214,5 @@ def test_every_public_name_has_an_entry(site):
         wanted |= {f"tapekit.{name}" if getattr(tk, name, None) is getattr(module, name)
                    else f"{module.__name__}.{name}" for name in module.__all__}
     wanted |= {"tapekit.optim.Sgd", "tapekit.optim.Adam", "tapekit.optim.Optimizer"}
-    assert not wanted - documented, sorted(wanted - documented)
+    missing = sorted(wanted - documented)
+    assert not missing, f"public names without an entry (list their module on a page under docs/api/): {missing}"
