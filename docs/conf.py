@@ -39,7 +39,7 @@ autodoc_member_order = "bysource"
 autodoc_typehints = "signature"
 autodoc_preserve_defaults = True
 add_module_names = False
-maximum_signature_line_length = 80  # a longer signature lists one parameter a line, as black writes it
+maximum_signature_line_length = 99  # a longer signature lists one parameter a line, as black writes it
 
 html_theme = "sphinx_book_theme"
 html_title = "tapekit"

@@ -53,6 +53,13 @@ class TapekitNames(SphinxDirective):
         return holder.children
 
 
+def drop_object_base(app, name: str, obj: object, options: dict, bases: list) -> None:
+    """``Bases: object`` says nothing: show a class's bases only when it has some."""
+    if bases == [object]:
+        bases.clear()
+
+
 def setup(app):
     app.add_directive("tapekit-names", TapekitNames)
+    app.connect("autodoc-process-bases", drop_object_base)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
