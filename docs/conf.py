@@ -1,4 +1,4 @@
-"""The tapekit site: Sphinx with MyST-NB, as JAX's, NumPy's and most scientific Python projects' docs are built.
+"""The tapekit site: Sphinx and MyST-NB, the tools JAX's docs and most scientific Python sites use.
 
 `make docs` builds it into docs/_build/html with no network: the tutorials are read with the
 outputs they were saved with (never run), math is MathML made at build time, and the theme's assets
@@ -14,13 +14,14 @@ HERE = Path(__file__).parent
 sys.path[:0] = [str(HERE.parent), str(HERE / "_ext")]  # this checkout's tapekit, and the site's extensions
 
 import tapekit  # noqa: E402
+from source_links import linkcode_resolve  # noqa: E402,F401  (sphinx.ext.linkcode looks it up here)
 
 project = "tapekit"
 author = "the tapekit authors"
 copyright = "tapekit authors, MIT licence"
 release = version = tapekit.__version__
 
-extensions = ["myst_nb", "sphinx.ext.autodoc", "api_names", "tutorials", "mathml", "benchmarks_page"]
+extensions = ["myst_nb", "sphinx.ext.autodoc", "sphinx.ext.linkcode", "api_names", "tutorials", "mathml", "benchmarks_page"]
 exclude_patterns = ["_build", "**.ipynb_checkpoints"]
 suppress_warnings: list[str] = []
 if not (HERE / "reading-guide.md").exists():  # listed in the toctree before its page is written
