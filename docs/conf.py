@@ -2,7 +2,8 @@
 
 `make docs` builds it into docs/_build/html with no network: the tutorials are read with the
 outputs they were saved with (never run), math is MathML made at build time, and the theme's assets
-are all in the package. The tutorials are notebooks/, copied into docs/tutorials/ at the start of each build.
+are all in the package. The tutorials are notebooks/, copied into docs/tutorials/ as each build
+starts (tutorials.py).
 """
 
 from __future__ import annotations
@@ -21,10 +22,11 @@ author = "the tapekit authors"
 copyright = "tapekit authors, MIT licence"
 release = version = tapekit.__version__
 
-extensions = ["myst_nb", "sphinx.ext.autodoc", "sphinx.ext.linkcode", "api_names", "tutorials", "mathml", "benchmarks_page"]
+extensions = ["myst_nb", "sphinx.ext.autodoc", "sphinx.ext.linkcode",
+              "api_names", "tutorials", "mathml", "benchmarks_page"]  # the last four are in _ext/
 exclude_patterns = ["_build", "**.ipynb_checkpoints"]
 suppress_warnings: list[str] = []
-if not (HERE / "reading-guide.md").exists():  # listed in the toctree before its page is written
+if not (HERE / "reading-guide.md").exists():  # a checkout without the guide builds, its toctree entry left out
     suppress_warnings.append("toc.not_readable")
 
 # The tutorials as saved: never executed, each widget showing its saved static view (saved_widgets.py).
@@ -57,5 +59,5 @@ html_theme_options = {
     "use_download_button": True,
     "use_fullscreen_button": False,
     "show_toc_level": 2,
-    "navbar_persistent": [],  # the sidebar has the search box; pydata-sphinx-theme 0.20 adds a second one above the page
+    "navbar_persistent": [],  # one search box, the sidebar's (pydata-sphinx-theme 0.20 adds one above the page)
 }

@@ -37,6 +37,9 @@ PAGE_FACTS_JS = """() => ({
     innerWidth: window.innerWidth,
 })"""
 
+# A widget shown as its repr instead of a view.
+WIDGET_REPR = re.compile(r"\b(VBox|HBox|Box|IntProgress|FloatProgress|IntSlider|Output)\(")
+
 # Every picture in a tutorial's outputs, and whether the browser decoded it with a size.
 PICTURES_JS = """async () => {
     const imgs = [...document.querySelectorAll('.cell_output img')];
@@ -177,7 +180,10 @@ def saved_pictures(notebook: nbformat.NotebookNode) -> int:
 
 @pytest.mark.parametrize("notebook", tutorials(), ids=lambda path: path.stem)
 def test_each_tutorial_shows_its_pictures_and_a_binder_link(reader, notebook):
+    """Every saved picture decoded with a size, each widget as its saved view, never its repr."""
     reader.open(f"tutorials/{notebook.stem}.html")
+    outputs = reader.tab.locator(".cell_output").all_inner_texts()
+    assert not [text for text in outputs if WIDGET_REPR.search(text)]
     pictures = reader.tab.evaluate(PICTURES_JS)
     assert len(pictures) == saved_pictures(nbformat.read(notebook, as_version=4))
     assert all(picture["shown"] for picture in pictures), [p["src"] for p in pictures if not p["shown"]]
