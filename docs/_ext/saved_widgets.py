@@ -3,7 +3,8 @@
 tapekit's widgets save a static HTML view (their pictures and state) next to the live view, and
 the site prefers it (``nb_mime_priority_overrides`` in conf.py): a live view needs a kernel.
 ipywidgets' own progress bar saves no static view; it gets one here, drawn from the widget state
-the notebook saved, instead of its ``IntProgress(value=0, ...)`` text.
+the notebook saved, instead of its ``IntProgress(value=0, ...)`` text. The saved widget state
+itself stays out of the page: nothing on the site could draw from it.
 """
 
 from __future__ import annotations
@@ -29,9 +30,10 @@ def progress_view(model: dict) -> str | None:
 
 
 def read_notebook(text: str) -> nbformat.NotebookNode:
-    """The notebook, with a static view added to each saved progress bar that has none."""
+    """The notebook, with a static view added to each saved progress bar that has none, and
+    without its saved widget state."""
     notebook = nbformat.reads(text, as_version=4)
-    saved = notebook.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
+    saved = notebook.metadata.pop("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
     for cell in notebook.cells:
         for output in cell.get("outputs", []):
             data = output.get("data", {})
