@@ -91,9 +91,14 @@ class Reader:
         tab.on("console", lambda message: message.type == "error" and self.errors.append(
             f"{tab.url}: console: {message.text}"))
         tab.on("pageerror", lambda error: self.errors.append(f"{tab.url}: {error}"))
-        tab.on("requestfailed", lambda request: self.errors.append(f"{tab.url}: failed to load {request.url}"))
+        tab.on("requestfailed", self.failed)
         tab.on("response", lambda response: response.status >= 400 and self.errors.append(
             f"{tab.url}: {response.status} for {response.url}"))
+
+    def failed(self, request) -> None:
+        """A request that failed, unless leaving the page for the next one cancelled it."""
+        if request.failure != "net::ERR_ABORTED":
+            self.errors.append(f"{self.tab.url}: failed to load {request.url}: {request.failure}")
 
     def refuse(self, route) -> None:
         self.errors.append(f"{self.tab.url}: asked the network for {route.request.url}")
