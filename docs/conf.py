@@ -23,7 +23,7 @@ copyright = "tapekit authors, MIT licence"
 release = version = tapekit.__version__
 
 extensions = ["myst_nb", "sphinx.ext.autodoc", "sphinx.ext.linkcode",
-              "api_names", "tutorials", "mathml", "benchmarks_page"]  # the last four are in _ext/
+              "api_names", "tutorials", "mathml", "benchmarks_page", "source_links"]  # these five in _ext/
 exclude_patterns = ["_build", "**.ipynb_checkpoints"]
 suppress_warnings: list[str] = []
 if not (HERE / "reading-guide.md").exists():  # a checkout without the guide builds, its toctree entry left out

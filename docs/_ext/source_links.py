@@ -1,5 +1,7 @@
-"""Each API entry's ``[source]`` link: the lines that define it, on the code host (sphinx.ext.linkcode
-calls `linkcode_resolve`)."""
+"""Links to tapekit's source go to the code host: each API entry's ``[source]`` link (the lines that
+define it; sphinx.ext.linkcode calls `linkcode_resolve`), and a page's link to a file of the
+repository outside the site, such as ``[core.py](../tapekit/ops/core.py)``, which Sphinx would
+otherwise make a download."""
 
 from __future__ import annotations
 
@@ -7,8 +9,12 @@ import importlib
 import inspect
 from pathlib import Path
 
+from docutils import nodes
+from sphinx import addnodes
+
 REPO = Path(__file__).resolve().parent.parent.parent
-SOURCE = "https://github.com/tapekit/tapekit/blob/main/{path}#L{first}-L{last}"
+FILE = "https://github.com/tapekit/tapekit/blob/main/{path}"
+SOURCE = FILE + "#L{first}-L{last}"
 
 
 def defining_object(module: str, fullname: str) -> object:
@@ -30,3 +36,19 @@ def linkcode_resolve(domain: str, info: dict) -> str | None:
     except (TypeError, OSError, ValueError):  # a value, a builtin, or code outside the repository
         return None
     return SOURCE.format(path=path.as_posix(), first=first, last=first + len(lines) - 1)
+
+
+def link_source_files(app, doctree: nodes.document) -> None:
+    """Each download link to a file of the repository outside the site, as a link to that file."""
+    folder = Path(app.env.doc2path(app.env.docname)).parent
+    site = Path(app.srcdir).resolve()
+    for download in list(doctree.findall(addnodes.download_reference)):
+        path = (folder / download["reftarget"]).resolve()
+        if path.is_relative_to(REPO) and not path.is_relative_to(site):
+            where = FILE.format(path=path.relative_to(REPO).as_posix())
+            download.replace_self(nodes.reference("", "", *download.children, refuri=where))
+
+
+def setup(app):
+    app.connect("doctree-read", link_source_files, priority=400)  # before Sphinx collects the downloads
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
