@@ -2,6 +2,8 @@
 # Both install everything they need into .venv; a second run reuses what is there. tapekit's pictures
 # need no system package: graphviz-pure, a dependency of tapekit, draws them (tapekit/viz/render.py).
 # `make test-versions` runs the unit tests on each Python of VERSIONS (not part of `make test`).
+# `make docs` builds the documentation site into docs/_build/html, with no network and without running
+# the tutorials (not part of `make test`, which tests the site it builds in tests/browser/test_site.py).
 
 PYTHON ?= python3
 VENV   := .venv
@@ -9,6 +11,7 @@ BIN    := $(VENV)/bin
 ROOT   := $(shell [ "$$(id -u)" = 0 ] && echo yes)
 
 .PHONY: lab test test-versions bench gpu-check chromium graphviz
+.PHONY: docs
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV) || { [ -n "$(ROOT)" ] && apt-get update -qq && apt-get install -y -qq python3-venv && rm -rf $(VENV) && $(PYTHON) -m venv $(VENV); } || { echo "python3 -m venv failed: install Debian's python3-venv (sudo apt-get install python3-venv)"; exit 1; }
@@ -38,6 +41,10 @@ $(VENV)/.lab-installed: $(BIN)/python pyproject.toml $(VENV)/.modules
 $(VENV)/.test-installed: $(BIN)/python pyproject.toml $(VENV)/.modules
 	$(BIN)/pip install -q $(EDITABLE) -e '.[test]'
 	$(QUIET_LAB)
+	touch $@
+
+$(VENV)/.docs-installed: $(BIN)/python pyproject.toml
+	$(BIN)/pip install -q -e '.[docs]'
 	touch $@
 
 # The peers of the `bench` extra in pyproject.toml, installed one by one: one that cannot be installed
@@ -89,6 +96,11 @@ test-versions:
 	  && $$env/bin/python -m pytest -q -n 2 --dist loadgroup $(UNIT_TESTS) || failed="$$failed $$v"; \
 	done; \
 	if [ -n "$$failed" ]; then echo "test-versions: failed on$$failed"; exit 1; else echo "test-versions: passed on $(VERSIONS)"; fi
+
+# Warnings fail the build: a broken link or a docstring that does not render is an error.
+docs: $(VENV)/.docs-installed
+	$(BIN)/python -m sphinx -b html -W --keep-going -q docs docs/_build/html -d docs/_build/doctrees
+	@echo "The site is in docs/_build/html: open docs/_build/html/index.html"
 
 bench: $(VENV)/.bench-installed
 	$(BIN)/python -m benchmarks
