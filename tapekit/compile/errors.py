@@ -9,3 +9,7 @@ from ..errors import TapekitError
 
 class CompileError(TapekitError):
     """``fn`` did something a recorded program cannot repeat (it read a value while recording)."""
+
+
+class FuseUnavailable(CompileError):
+    """``tk.compile(fn, fuse=True)`` needs numba, the optional extra ``tapekit[fuse]``."""

@@ -40,6 +40,15 @@ class Step:
         self.kind, self.head, self.args, self.kwargs, self.out = kind, head, args, kwargs, out
         self.asarray, self.effect, self.group = asarray, effect, group
 
+    def reads(self) -> Iterator[int]:
+        """The slots the step reads."""
+        yield from slots_in(self.args)
+        yield from slots_in(self.kwargs)
+
+    def writes(self) -> tuple[int, ...]:
+        """The slots the step writes."""
+        return () if self.out is None else (self.out,)
+
 
 class Recorder:
     """What one recording run collects: the values of the slots, the steps, the constants."""

@@ -1,0 +1,91 @@
+"""Compiling a run's loops with numba, and keeping what it compiled.
+
+numba keeps compiled machine code across processes (``cache=True``) only for functions it can find
+in a source file, beside which it writes the code. So each run's loops are written to a file named
+after their source's hash, in a cache folder: ``TAPEKIT_CACHE_DIR`` if set, else
+``$XDG_CACHE_HOME/tapekit`` (``~/.cache/tapekit``), else a folder in the system's temporary
+directory. A second process (a notebook re-run, the next test session) that fuses the same run
+loads its loops instead of compiling them. Where no folder is writable (a read-only CI image), the
+loops are compiled in memory, every time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from .errors import FuseUnavailable
+from .loops import Loops
+
+HEADER = "import numpy as np\nfrom numba import njit\n\n"
+DECORATOR = '@njit(error_model="numpy", cache={cache})'  # numpy's error model: 1 / 0 is inf, as in numpy
+
+
+def require_numba() -> None:
+    """Raise ``FuseUnavailable`` unless numba can be imported."""
+    if importlib.util.find_spec("numba") is None:
+        raise FuseUnavailable("tk.compile(fn, fuse=True) compiles its loops with numba, which is not installed: "
+                              "pip install 'tapekit[fuse]' (or pip install numba), or compile without fuse=True")
+
+
+def loops_module_source(loops: Loops, cache: bool) -> str:
+    """The file of a run's loops: each loop under numba's decorator."""
+    decorator = DECORATOR.format(cache=cache)
+    return HEADER + "\n\n\n".join(f"{decorator}\n{text}" for text in loops.loop_sources) + "\n"
+
+
+def compile_loops(loops: Loops) -> tuple[dict[str, Any], float]:
+    """The run's loops, compiled on arrays like its inputs: name -> function, and the seconds it took."""
+    start = time.perf_counter()
+    folder = cache_folder()
+    source = loops_module_source(loops, cache=folder is not None)
+    space = _load(source, folder)
+    found = {name: space[name] for name in loops.loop_names}
+    wrapper_space = {"np": space["np"], **found}
+    exec(compile(loops.wrapper_source(), f"<tk.compile fused run {loops.run.number}>", "exec"), wrapper_space)
+    wrapper_space[loops.wrapper](*loops.dummies())  # numba compiles each loop on its first call
+    return {loops.wrapper: wrapper_space[loops.wrapper]}, time.perf_counter() - start
+
+
+def _load(source: str, folder: Path | None) -> dict[str, Any]:
+    """The module of ``source``: from a file in ``folder`` (numba caches beside it), or in memory."""
+    if folder is None:
+        space: dict[str, Any] = {}
+        exec(compile(source, "<tk.compile fused loops>", "exec"), space)
+        return space
+    digest = hashlib.sha1(source.encode()).hexdigest()[:20]
+    path = folder / f"loops_{digest}.py"
+    if not path.exists():
+        partial = path.with_suffix(f".{os.getpid()}.tmp")
+        partial.write_text(source, encoding="utf-8")
+        os.replace(partial, path)  # whole or not at all: another process may be loading it
+    name = f"tapekit_fused_{digest}"
+    module = sys.modules.get(name)
+    if module is None:
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules[name] = module
+    return vars(module)
+
+
+def cache_folder() -> Path | None:
+    """The first writable one of the cache folders (see the module's docstring), or None."""
+    home = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    candidates = [os.environ.get("TAPEKIT_CACHE_DIR"), os.path.join(home, "tapekit"),
+                  os.path.join(tempfile.gettempdir(), f"tapekit-{os.getuid() if hasattr(os, 'getuid') else 'user'}")]
+    for base in filter(None, candidates):
+        folder = Path(base) / "fused"
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            continue
+        if os.access(folder, os.W_OK):
+            return folder
+    return None

@@ -1,0 +1,150 @@
+"""A run written as loops: the source numba compiles, and the wrapper the program calls.
+
+A run of elementwise steps over ``shape`` becomes loops of at most ``PIECE`` statements each. In a
+loop every step is one scalar statement on the element at ``i0, i1, ...``; an operand made before
+the run is read from its array (broadcast to the run's shape); a value a later loop or the rest of
+the program reads is stored in a row of the run's buffer (one per dtype), and the wrapper hands
+those rows on as the values' arrays. A step that adds into an array made before the run
+(``g += ...``) writes into that array, as numpy would.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from .runs import PIECE, Run, scalar_form
+from .recorder import Ref, Step
+
+
+class Loops:
+    """A run's loops: their source, their names, and the wrapper the program calls."""
+
+    def __init__(self, run: Run, names: dict, values: list, comment: Callable[[Step], str]) -> None:
+        self.run, self.names, self.values, self.comment = run, names, values, comment
+        self.pieces = [run.steps[i:i + PIECE] for i in range(0, len(run.steps), PIECE)]
+        self.rows: dict[int, tuple[str, int]] = {}  # a stored slot -> its buffer and row
+        self.counts: dict[str, int] = {}  # buffer -> rows
+        self._last_piece = {}
+        for k, piece in enumerate(self.pieces):
+            for step in piece:
+                for v in step.args:
+                    if type(v) is Ref:
+                        self._last_piece[v.slot] = k
+        self.wrapper = f"fused_run_{run.number}"
+        self.loop_names = [f"{self.wrapper}_loop_{k + 1}" for k in range(len(self.pieces))]
+        self.loop_params: list[list[str]] = []
+        self.loop_sources = [self._loop(k, piece) for k, piece in enumerate(self.pieces)]
+
+    # -- one loop ----------------------------------------------------------------------------------
+    def _loop(self, k: int, piece: list[Step]) -> str:
+        index = ", ".join(f"i{d}" for d in range(len(self.run.shape)))
+        loads, body, written = self._statements(piece, index)
+        stores = self._stores(k, written, index)
+        params = self._params(stores + loads)
+        self.loop_params.append(params)
+        lines = [f"def {self.loop_names[k]}({', '.join(params)}):"]
+        for d, n in enumerate(self.run.shape):
+            lines.append("    " * (d + 1) + f"for i{d} in range({n}):")
+        pad = "    " * (len(self.run.shape) + 1)
+        return "\n".join(lines + [pad + line for line in loads + body + stores])
+
+    def _statements(self, piece: list[Step], index: str) -> tuple[list[str], list[str], list[int]]:
+        """The loads of what the loop reads from outside it, its statements, the slots it writes."""
+        loads, body, here, written = [], [], set(), []
+        for step in piece:
+            operands = []
+            for v in step.args:
+                if type(v) is not Ref:
+                    operands.append(_literal(v))
+                    continue
+                if v.slot not in here:
+                    loads.append(f"{self._scalar(v.slot)} = {self._array_at(v.slot, index)}")
+                    here.add(v.slot)
+                operands.append(self._scalar(v.slot))
+            here.add(step.out)
+            written.append(step.out)
+            expr = scalar_form(step).format(*operands)
+            body.append(f"{self._scalar(step.out)} = {self._cast(step, expr)}{self.comment(step)}")
+        return loads, body, list(dict.fromkeys(written))
+
+    def _stores(self, k: int, written: list[int], index: str) -> list[str]:
+        stores = []
+        for slot in written:
+            if slot in self.run.targets:
+                stores.append(f"{self.names[slot]}[{index}] = {self._scalar(slot)}")
+            elif slot in self.run.outputs or self._last_piece.get(slot, -1) > k:
+                stores.append(f"{self._row_at(slot, index)} = {self._scalar(slot)}")
+        return stores
+
+    def _params(self, lines: list[str]) -> list[str]:
+        """The arrays the loop's lines name: the run's inputs, then its buffers."""
+        text = "\n".join(lines)
+        wanted = [self.names[s] for s in self.run.external if self.names[s] + "[" in text]
+        return wanted + [b for b in self.buffers() if b + "[" in text]
+
+    # -- names ------------------------------------------------------------------------------------
+    def _scalar(self, slot: int) -> str:
+        return self.names[slot] + "_" if slot in self.run.external else self.names[slot]
+
+    def _array_at(self, slot: int, index: str) -> str:
+        if slot in self.run.external:
+            return f"{self.names[slot]}[{index}]"
+        return self._row_at(slot, index)
+
+    def _row_at(self, slot: int, index: str) -> str:
+        """The element of ``slot``'s row in its buffer (a row is given on first use)."""
+        if slot not in self.rows:
+            buffer = f"b_{self.values[slot].dtype.name}"
+            self.rows[slot] = (buffer, self.counts.get(buffer, 0))
+            self.counts[buffer] = self.rows[slot][1] + 1
+        buffer, row = self.rows[slot]
+        return f"{buffer}[{row}, {index}]"
+
+    def buffers(self) -> list[str]:
+        return list(self.counts)
+
+    def _cast(self, step: Step, expr: str) -> str:
+        """``expr`` in the dtype numpy gives the step's result: numba computes a float32 with a
+        Python number, or with a float64, in float64."""
+        dtype = self.values[step.out].dtype
+        mixed = any(type(v) is not Ref or self.values[v.slot].dtype != dtype for v in step.args)
+        return f"np.{dtype.name}({expr})" if mixed and dtype.kind != "b" else expr
+
+    # -- the wrapper ---------------------------------------------------------------------------------
+    def wrapper_source(self) -> str:
+        """The Python function the program calls: it makes the buffers, broadcasts the inputs,
+        runs the loops and returns the rows the program reads on."""
+        run, shape = self.run, self.run.shape
+        inputs = [self.names[s] for s in run.external]
+        lines = [f"def {self.wrapper}({', '.join(inputs)}):",
+                 f'    """run {run.number}: {len(run.steps)} elementwise calls over shape {shape}, '
+                 f'{len(self.pieces)} loop{"s" if len(self.pieces) != 1 else ""}"""']
+        for buffer, n in self.counts.items():
+            lines.append(f"    {buffer} = np.empty({(n,) + shape!r}, np.{buffer[2:]})")
+        for slot in run.external:
+            if slot not in run.targets:
+                lines.append(f"    {self.names[slot]} = np.broadcast_to({self.names[slot]}, {shape!r})")
+        for k, name in enumerate(self.loop_names):
+            lines.append(f"    {name}({', '.join(self.loop_params[k])})")
+        outs = [f"{self.rows[s][0]}[{self.rows[s][1]}]" for s in run.outputs]
+        lines.append(f"    return ({', '.join(outs)}{',' if len(outs) == 1 else ''})")
+        return "\n".join(lines)
+
+    def call_line(self) -> str:
+        """The program's line that runs the whole run."""
+        outs = [self.names[s] for s in self.run.outputs]
+        call = f"{self.wrapper}({', '.join(self.names[s] for s in self.run.external)})"
+        return f"{', '.join(outs)}{',' if len(outs) == 1 else ''} = {call}" if outs else call
+
+    def dummies(self) -> list[np.ndarray]:
+        """Arrays like the run's inputs, to compile its loops on before the first replay."""
+        return [np.zeros(self.run.shape if s in self.run.targets else np.shape(self.values[s]),
+                         self.values[s].dtype) for s in self.run.external]
+
+
+def _literal(v: object) -> str:
+    if type(v) is float and not np.isfinite(v):
+        return "np.nan" if v != v else ("np.inf" if v > 0 else "-np.inf")
+    return repr(v)

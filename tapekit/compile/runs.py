@@ -1,0 +1,186 @@
+"""The runs of a program: which of its steps are elementwise, and which consecutive ones, of one
+shape after broadcasting, make one run to fuse into loops. A step is elementwise when it is an
+arithmetic operator, a comparison, or one of numpy's elementwise functions below, on arrays of
+numbers and Python numbers; in place (``g += a``) too, unless the array it writes shares memory with
+another the run reads.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import numpy as np
+
+from .recorder import Ref, Step
+
+PIECE = 120  # statements per loop: numba compiles a loop of 120 in about 0.12 s, and 810 in 1.9 s
+LIMIT = 6_000  # statements fused per program: about 6 s of compiling on a 2-core machine
+SHORTEST = 2  # a run of one call is left to numpy, whose own loop is as fast
+
+
+# numpy's elementwise functions and the scalar statement numba compiles for each ({0}, {1}: operands)
+_FUNCTIONS = {name: f"np.{name}({{0}})" for name in (
+    "exp", "log", "tanh", "sinh", "cosh", "sin", "cos", "tan", "sqrt", "expm1", "log1p", "log2", "log10",
+    "sign", "floor", "ceil", "arctan", "arcsin", "arccos", "isnan", "isfinite", "negative", "square")}
+_FUNCTIONS.update({"abs": "abs({0})", "absolute": "abs({0})", "atan": "np.arctan({0})", "asin": "np.arcsin({0})",
+                   "acos": "np.arccos({0})", "maximum": "np.maximum({0}, {1})", "minimum": "np.minimum({0}, {1})",
+                   "logaddexp": "np.logaddexp({0}, {1})", "multiply": "{0} * {1}", "add": "{0} + {1}",
+                   "subtract": "{0} - {1}", "divide": "{0} / {1}", "true_divide": "{0} / {1}",
+                   "where": "({1} if {0} else {2})"})
+_ARITY = {"where": 3, "maximum": 2, "minimum": 2, "logaddexp": 2, "multiply": 2, "add": 2, "subtract": 2,
+          "divide": 2, "true_divide": 2}
+_BINARY = {"+", "-", "*", "/", "**", "==", "!=", "<", "<=", ">", ">="}
+_COMPARISONS = {"==", "!=", "<", "<=", ">", ">="}
+_UNARY = {"-": "-{0}", "+": "+{0}", "abs": "abs({0})"}
+
+
+def scalar_form(step: Step) -> str | None:
+    """The statement ``step`` is as a scalar expression of its operands, or None if it is no
+    elementwise call."""
+    if step.kwargs or step.asarray:
+        return None
+    if step.kind in ("binop", "iop") and step.head in _BINARY and len(step.args) == 2:
+        return f"{{0}} {step.head} {{1}}"
+    if step.kind == "unop" and step.head in _UNARY:
+        return _UNARY[step.head]
+    if step.kind == "call":
+        name = step.head.rsplit(".", 1)[-1]
+        form = _FUNCTIONS.get(name)
+        if form is not None and len(step.args) == _ARITY.get(name, 1):
+            return form
+    return None
+
+
+def _gives_bool(step: Step) -> bool:
+    """Whether the step may give bools in numba as in numpy."""
+    if step.kind == "binop":
+        return step.head in _COMPARISONS
+    return step.kind == "call" and step.head.rsplit(".", 1)[-1] in ("isnan", "isfinite", "where")
+
+
+def _is_number(v: Any) -> bool:
+    return type(v) in (int, float, bool)
+
+
+def _operand_fits(v: Any, values: list, shape: tuple) -> bool:
+    if _is_number(v):
+        return True
+    if type(v) is not Ref:
+        return False
+    a = values[v.slot]
+    if not isinstance(a, (np.ndarray, np.generic)) or a.dtype.kind not in "biuf":
+        return False
+    try:
+        return np.broadcast_shapes(np.shape(a), shape) == shape
+    except ValueError:
+        return False
+
+
+def run_shape(step: Step, values: list) -> tuple | None:
+    """The shape of the run ``step`` can belong to (its result's), or None if it cannot be fused."""
+    if step.out is None or scalar_form(step) is None:
+        return None
+    a = values[step.out]
+    if type(a) is not np.ndarray or a.ndim == 0 or a.dtype.kind not in "biuf":
+        return None
+    if step.kind == "iop" and (type(step.args[0]) is not Ref or step.args[0].slot != step.out):
+        return None
+    if (a.dtype.kind == "b" and not _gives_bool(step)) or (step.head == "**" and a.dtype.kind != "f"):
+        return None  # numpy's bool + bool is a logical or, numba's an integer sum; int ** int differs too
+    if not all(_operand_fits(v, values, a.shape) for v in step.args):
+        return None
+    return a.shape
+
+
+# -- the plan: which steps make which runs ---------------------------------------------------------------
+class Run:
+    """One run of elementwise steps over ``shape``, as one item of the program: it reads its
+    external slots and writes the slots that later items or the results need."""
+
+    group: Any = None
+
+    def __init__(self, number: int, steps: list[Step], shape: tuple) -> None:
+        self.number, self.steps, self.shape = number, steps, shape
+        self.group = steps[0].group
+        made: set[int] = set()
+        self.external: list[int] = []  # slots read from outside, in first-read order
+        self.targets: set[int] = set()  # external slots written in place (``g += ...``)
+        for s in steps:
+            for v in s.args:
+                if type(v) is Ref and v.slot not in made and v.slot not in self.external:
+                    self.external.append(v.slot)
+            if s.kind == "iop" and s.out in self.external:
+                self.targets.add(s.out)
+            else:
+                made.add(s.out)
+        self.made = made
+        self.outputs: list[int] = []  # made slots read after the run (set by ``plan``)
+        self.seconds: float = 0.0
+        self.pieces = 0
+        self.failed = ""
+
+    def reads(self) -> Iterator[int]:
+        return iter(self.external)
+
+    def writes(self) -> Iterator[int]:
+        return iter(self.outputs)
+
+    @property
+    def out(self) -> int | None:
+        return None
+
+
+def plan(kept: list[Step], values: list, needed: list) -> tuple[list, list[Run], int]:
+    """``kept`` with its runs of elementwise steps made ``Run`` items (``LIMIT`` steps at most), the
+    runs, and how many fusable steps were left unfused for the limit."""
+    spans = _spans(kept, values)
+    last_read = _last_reads(kept, needed)
+    items: list = []
+    runs: list[Run] = []
+    budget, over, at = LIMIT, 0, 0
+    for start, end, shape in spans:
+        items += kept[at:start]
+        at = end
+        if end - start > budget:
+            over += end - start
+            items += kept[start:end]
+            continue
+        budget -= end - start
+        run = Run(len(runs) + 1, kept[start:end], shape)
+        run.outputs = [s for s in dict.fromkeys(x.out for x in run.steps)
+                       if s in run.made and last_read.get(s, -1) >= end]
+        runs.append(run)
+        items.append(run)
+    return items + kept[at:], runs, over
+
+
+def _spans(kept: list[Step], values: list) -> list[tuple[int, int, tuple]]:
+    """(start, end, shape) of each run of at least ``SHORTEST`` consecutive fusable steps of one shape."""
+    spans, start, shape, targets = [], 0, None, set()
+    for i, step in enumerate(kept + [None]):
+        now = None if step is None else run_shape(step, values)
+        if now is not None and now == shape and not _aliases(step, values, targets, kept[start:i]):
+            if step.kind == "iop":
+                targets.add(step.out)
+            continue
+        if shape is not None and i - start >= SHORTEST:
+            spans.append((start, i, shape))
+        start, shape, targets = i, now, ({step.out} if now is not None and step.kind == "iop" else set())
+    return spans
+
+
+def _aliases(step: Step, values: list, targets: set, before: list[Step]) -> bool:
+    """Whether ``step`` would make the run read memory it writes in place under another name."""
+    written = set(targets) | ({step.out} if step.kind == "iop" else set())
+    made = {s.out for s in before if s.kind != "iop"}
+    outside = {v.slot for s in before + [step] for v in s.args if type(v) is Ref and v.slot not in made}
+    return any(a != b and np.may_share_memory(values[a], values[b]) for a in written - made for b in outside)
+
+
+def _last_reads(kept: list[Step], needed: list) -> dict[int, int]:
+    """The index of the last step that reads each slot (past the end for the program's results)."""
+    last = {}
+    for i, step in enumerate(kept):
+        for slot in step.reads():
+            last[slot] = i
+    return last | {s: len(kept) for s in needed}
