@@ -80,7 +80,7 @@ def _compile_run(run: Run, writer: Writer, space: dict, texts: list[str]) -> boo
         run.failed = f"numba could not compile it ({type(err).__name__}: {(str(err).splitlines() or [''])[0][:80]})"
         return False
     run.pieces = len(loops.pieces)
-    run.line = f"{loops.call_line()}  # fused run {run.number}: {len(run.steps)} calls in {run.pieces} loops"
+    run.line = f"{loops.call_line()}  # fused run {run.number}: {len(run.steps)} calls in {run.pieces} loop{'s' if run.pieces != 1 else ''}"
     space.update(compiled)
     texts.append(loops_module_source(loops, cache=True).split("\n\n", 1)[1] + "\n\n\n" + loops.wrapper_source())
     return True

@@ -124,7 +124,7 @@ class Loops:
         for buffer, n in self.counts.items():
             lines.append(f"    {buffer} = np.empty({(n,) + shape!r}, np.{buffer[2:]})")
         for slot in run.external:
-            if slot not in run.targets:
+            if np.shape(self.values[slot]) != shape:
                 lines.append(f"    {self.names[slot]} = np.broadcast_to({self.names[slot]}, {shape!r})")
         for k, name in enumerate(self.loop_names):
             lines.append(f"    {name}({', '.join(self.loop_params[k])})")
@@ -139,9 +139,9 @@ class Loops:
         return f"{', '.join(outs)}{',' if len(outs) == 1 else ''} = {call}" if outs else call
 
     def dummies(self) -> list[np.ndarray]:
-        """Arrays like the run's inputs, to compile its loops on before the first replay."""
-        return [np.zeros(self.run.shape if s in self.run.targets else np.shape(self.values[s]),
-                         self.values[s].dtype) for s in self.run.external]
+        """Arrays like the run's inputs, to compile its loops on before the first replay (numba
+        compiles for each layout it meets): the recorded ones, and copies of those written in place."""
+        return [self.values[s].copy() if s in self.run.targets else self.values[s] for s in self.run.external]
 
 
 def _literal(v: object) -> str:
