@@ -34,8 +34,8 @@ from .source import Writer
 class Fused:
     """The fused program: its source (loops, wrappers, program), its function, its runs."""
 
-    def __init__(self, source: str, run: Callable, runs: list[Run], over: int) -> None:
-        self.source, self.run, self.runs, self.over = source, run, runs, over
+    def __init__(self, source: str, run: Callable, runs: list[Run], over: int, failed: list[str]) -> None:
+        self.source, self.run, self.runs, self.over, self.failed = source, run, runs, over, failed
 
     @property
     def seconds(self) -> float:
@@ -46,41 +46,72 @@ class Fused:
         """A line per run, and one for the calls the limit left unfused: what ``repr(step)`` shows."""
         lines = []
         for r in self.runs:
-            what = f"fused run {r.number}: {len(r.steps)} elementwise calls over shape {r.shape}"
-            lines.append(f"{what} stays unfused: {r.failed}" if r.failed else
-                         f"{what} in {r.pieces} loop{'s' if r.pieces != 1 else ''}, compiled in {r.seconds:.2f} s")
+            lines.append(f"fused run {r.number}: {len(r.steps)} elementwise calls over shape {r.shape} in "
+                         f"{r.pieces} loop{'s' if r.pieces != 1 else ''}, compiled in {r.seconds:.2f} s")
+        lines += self.failed
         if self.over:
             lines.append(f"{self.over} elementwise calls stay unfused: past the limit of a program's fused calls")
         return lines or ["no run of elementwise calls to fuse: the fused program is the unfused one"]
 
 
 def fuse_program(writer: Writer, kept: list) -> Fused:
-    """The program of ``kept`` with its runs as compiled loops (a run that fails to compile stays unfused)."""
-    items, runs, over = plan(kept, writer.rec.values, writer.needed)
-    space: dict[str, Any] = {}
-    texts: list[str] = []
-    final: list = []
-    for item in items:
+    """The program of ``kept`` with its runs as compiled loops. A run numba cannot compile stays
+    unfused: the program is planned again without it."""
+    failed: dict[int, str] = {}
+    while True:
+        items, runs, over = plan(kept, writer.rec.values, writer.needed, skip=failed)
+        _mark_views(items, set(writer.needed))
+        texts: list[str] = []
+        space = _compile_runs(runs, writer, texts, failed)
+        if space is not None:
+            break
+    source, run = writer.write(items, space, heading=f"; fused: {len(runs)} run{'s' if len(runs) != 1 else ''}")
+    return Fused("\n\n\n".join(texts + [source]), run, runs, over, list(failed.values()))
+
+
+def _mark_views(items: list, needed: set) -> None:
+    """Set each run's ``views``: the values it makes that the program returns or numpy's calls read
+    (a later run of its shape reads them from its buffer)."""
+    for i, item in enumerate(items):
         if type(item) is not Run:
-            final.append(item)
-        elif _compile_run(item, writer, space, texts):
-            final.append(item)
-        else:
-            final += item.steps
-    source, run = writer.write(final, space, heading=f"; fused: {sum(1 for r in runs if not r.failed)} runs")
-    return Fused("\n\n\n".join(texts + [source]), run, runs, over)
+            continue
+        later = items[i + 1:]
+        item.views = [s for s in item.outputs if s in needed or any(
+            (type(x) is not Run or x.shape != item.shape) and s in _reads(x) for x in later)]
 
 
-def _compile_run(run: Run, writer: Writer, space: dict, texts: list[str]) -> bool:
-    """Compile one run's loops into ``space`` and its source into ``texts``; False where numba failed."""
-    loops = Loops(run, writer.names, writer.rec.values, writer.comment)
-    try:
-        compiled, run.seconds = compile_loops(loops)
-    except Exception as err:  # numba's typing or lowering errors have no common class
-        run.failed = f"numba could not compile it ({type(err).__name__}: {(str(err).splitlines() or [''])[0][:80]})"
-        return False
+def _reads(item: Any) -> set:
+    return set(item.external) if type(item) is Run else set(item.reads())
+
+
+def _compile_runs(runs: list[Run], writer: Writer, texts: list[str], failed: dict) -> dict | None:
+    """The runs' wrappers, compiled (their sources into ``texts``); None where one failed (noted in ``failed``)."""
+    space: dict[str, Any] = {}
+    shared: dict = {}
+    made: dict = {}
+    for run in runs:
+        loops = Loops(run, writer.names, writer.rec.values, writer.comment, shared)
+        try:
+            compiled, run.seconds = compile_loops(loops, made)
+        except Exception as err:  # numba's typing and lowering errors have no common class
+            failed[run.start] = (f"a run of {len(run.steps)} elementwise calls over shape {run.shape} stays unfused: "
+                                 f"numba could not compile it ({type(err).__name__}: "
+                                 f"{(str(err).splitlines() or [''])[0][:80]})")
+            return None
+        _connect(run, loops, writer.names)
+        space.update(compiled)
+        texts.append(loops_module_source(loops, cache=True).split("\n\n", 1)[1] + "\n\n\n" + loops.wrapper_source())
+    return space
+
+
+def _connect(run: Run, loops: Loops, names: dict) -> None:
+    """What the run's line reads and writes, for the program's writer: its buffers get slots of their own."""
+    slot_of = {name: slot for slot, name in names.items() if slot < 0}
+    for buffer in loops.buffers():
+        slot_of[buffer] = -len(slot_of) - 1
+        names[slot_of[buffer]] = buffer
+    run.read_slots = list(loops.passed) + [slot_of[b] for b in loops.read_buffers]
+    run.write_slots = [slot_of[b] for b in loops.buffers()] + list(run.views)
     run.pieces = len(loops.pieces)
-    run.line = f"{loops.call_line()}  # fused run {run.number}: {len(run.steps)} calls in {run.pieces} loop{'s' if run.pieces != 1 else ''}"
-    space.update(compiled)
-    texts.append(loops_module_source(loops, cache=True).split("\n\n", 1)[1] + "\n\n\n" + loops.wrapper_source())
-    return True
+    plural = "s" if run.pieces != 1 else ""
+    run.line = f"{loops.call_line()}  # fused run {run.number}: {len(run.steps)} calls in {run.pieces} loop{plural}"

@@ -40,8 +40,9 @@ def loops_module_source(loops: Loops, cache: bool) -> str:
     return HEADER + "\n\n\n".join(f"{decorator}\n{text}" for text in loops.loop_sources) + "\n"
 
 
-def compile_loops(loops: Loops) -> tuple[dict[str, Any], float]:
-    """The run's loops, compiled on arrays like its inputs: name -> function, and the seconds it took."""
+def compile_loops(loops: Loops, made: dict) -> tuple[dict[str, Any], float]:
+    """The run's wrapper, its loops compiled on arrays like its inputs (``made``: the earlier runs'
+    buffers, to which this run's are added): name -> function, and the seconds it took."""
     start = time.perf_counter()
     folder = cache_folder()
     source = loops_module_source(loops, cache=folder is not None)
@@ -49,7 +50,8 @@ def compile_loops(loops: Loops) -> tuple[dict[str, Any], float]:
     found = {name: space[name] for name in loops.loop_names}
     wrapper_space = {"np": space["np"], **found}
     exec(compile(loops.wrapper_source(), f"<tk.compile fused run {loops.run.number}>", "exec"), wrapper_space)
-    wrapper_space[loops.wrapper](*loops.dummies())  # numba compiles each loop on its first call
+    outs = wrapper_space[loops.wrapper](*loops.dummies(made))  # numba compiles each loop on its first call
+    made.update(zip(loops.buffers(), outs))
     return {loops.wrapper: wrapper_space[loops.wrapper]}, time.perf_counter() - start
 
 

@@ -2,10 +2,11 @@
 
 A run of elementwise steps over ``shape`` becomes loops of at most ``PIECE`` statements each. In a
 loop every step is one scalar statement on the element at ``i0, i1, ...``; an operand made before
-the run is read from its array (broadcast to the run's shape); a value a later loop or the rest of
-the program reads is stored in a row of the run's buffer (one per dtype), and the wrapper hands
-those rows on as the values' arrays. A step that adds into an array made before the run
-(``g += ...``) writes into that array, as numpy would.
+the run is read from its array (broadcast to the run's shape), or from the row of an earlier run's
+buffer that holds it; a value a later loop or the rest of the program reads is stored in a row of
+the run's buffer (one per dtype). The wrapper returns the buffers, which later runs of the same
+shape read as they are, and, as arrays, the rows that numpy's calls read. A step that adds into an
+array made before the run (``g += ...``) writes into that array, as numpy would.
 """
 
 from __future__ import annotations
@@ -21,8 +22,11 @@ from .recorder import Ref, Step
 class Loops:
     """A run's loops: their source, their names, and the wrapper the program calls."""
 
-    def __init__(self, run: Run, names: dict, values: list, comment: Callable[[Step], str]) -> None:
+    def __init__(self, run: Run, names: dict, values: list, comment: Callable[[Step], str], shared: dict) -> None:
         self.run, self.names, self.values, self.comment = run, names, values, comment
+        self.shared = shared  # a slot stored by an earlier run -> (its buffer, row, shape)
+        self.inherited = {s for s in run.external if s in shared and shared[s][2] == run.shape}
+        self.passed = [s for s in run.external if s not in self.inherited]
         self.pieces = [run.steps[i:i + PIECE] for i in range(0, len(run.steps), PIECE)]
         self.rows: dict[int, tuple[str, int]] = {}  # a stored slot -> its buffer and row
         self.counts: dict[str, int] = {}  # buffer -> rows
@@ -36,6 +40,9 @@ class Loops:
         self.loop_names = [f"{self.wrapper}_loop_{k + 1}" for k in range(len(self.pieces))]
         self.loop_params: list[list[str]] = []
         self.loop_sources = [self._loop(k, piece) for k, piece in enumerate(self.pieces)]
+        self.read_buffers = list(dict.fromkeys(shared[s][0] for s in run.external if s in self.inherited))
+        for slot, (buffer, row) in self.rows.items():
+            shared[slot] = (buffer, row, run.shape)
 
     # -- one loop ----------------------------------------------------------------------------------
     def _loop(self, k: int, piece: list[Step]) -> str:
@@ -73,7 +80,7 @@ class Loops:
         stores = []
         for slot in written:
             if slot in self.run.targets:
-                stores.append(f"{self.names[slot]}[{index}] = {self._scalar(slot)}")
+                stores.append(f"{self._array_at(slot, index)} = {self._scalar(slot)}")
             elif slot in self.run.outputs or self._last_piece.get(slot, -1) > k:
                 stores.append(f"{self._row_at(slot, index)} = {self._scalar(slot)}")
         return stores
@@ -81,14 +88,18 @@ class Loops:
     def _params(self, lines: list[str]) -> list[str]:
         """The arrays the loop's lines name: the run's inputs, then its buffers."""
         text = "\n".join(lines)
-        wanted = [self.names[s] for s in self.run.external if self.names[s] + "[" in text]
-        return wanted + [b for b in self.buffers() if b + "[" in text]
+        wanted = [self.names[s] for s in self.passed if self.names[s] + "[" in text]
+        buffers = dict.fromkeys([self.shared[s][0] for s in self.inherited] + self.buffers())
+        return wanted + [b for b in buffers if b + "[" in text]
 
     # -- names ------------------------------------------------------------------------------------
     def _scalar(self, slot: int) -> str:
         return self.names[slot] + "_" if slot in self.run.external else self.names[slot]
 
     def _array_at(self, slot: int, index: str) -> str:
+        if slot in self.inherited:
+            buffer, row, _ = self.shared[slot]
+            return f"{buffer}[{row}, {index}]"
         if slot in self.run.external:
             return f"{self.names[slot]}[{index}]"
         return self._row_at(slot, index)
@@ -96,7 +107,7 @@ class Loops:
     def _row_at(self, slot: int, index: str) -> str:
         """The element of ``slot``'s row in its buffer (a row is given on first use)."""
         if slot not in self.rows:
-            buffer = f"b_{self.values[slot].dtype.name}"
+            buffer = f"fused{self.run.number}_{self.values[slot].dtype.name}"
             self.rows[slot] = (buffer, self.counts.get(buffer, 0))
             self.counts[buffer] = self.rows[slot][1] + 1
         buffer, row = self.rows[slot]
@@ -115,33 +126,38 @@ class Loops:
     # -- the wrapper ---------------------------------------------------------------------------------
     def wrapper_source(self) -> str:
         """The Python function the program calls: it makes the buffers, broadcasts the inputs,
-        runs the loops and returns the rows the program reads on."""
+        runs the loops and returns the buffers and the rows that numpy's calls read."""
         run, shape = self.run, self.run.shape
-        inputs = [self.names[s] for s in run.external]
-        lines = [f"def {self.wrapper}({', '.join(inputs)}):",
+        lines = [f"def {self.wrapper}({', '.join(self.params())}):",
                  f'    """run {run.number}: {len(run.steps)} elementwise calls over shape {shape}, '
                  f'{len(self.pieces)} loop{"s" if len(self.pieces) != 1 else ""}"""']
         for buffer, n in self.counts.items():
-            lines.append(f"    {buffer} = np.empty({(n,) + shape!r}, np.{buffer[2:]})")
-        for slot in run.external:
+            lines.append(f"    {buffer} = np.empty({(n,) + shape!r}, np.{buffer.split('_', 1)[1]})")
+        for slot in self.passed:
             if np.shape(self.values[slot]) != shape:
                 lines.append(f"    {self.names[slot]} = np.broadcast_to({self.names[slot]}, {shape!r})")
         for k, name in enumerate(self.loop_names):
             lines.append(f"    {name}({', '.join(self.loop_params[k])})")
-        outs = [f"{self.rows[s][0]}[{self.rows[s][1]}]" for s in run.outputs]
+        outs = self.buffers() + [f"{self.rows[s][0]}[{self.rows[s][1]}]" for s in run.views]
         lines.append(f"    return ({', '.join(outs)}{',' if len(outs) == 1 else ''})")
         return "\n".join(lines)
 
+    def params(self) -> list[str]:
+        """The wrapper's parameters: the arrays passed in, then the earlier runs' buffers it reads."""
+        return [self.names[s] for s in self.passed] + self.read_buffers
+
     def call_line(self) -> str:
         """The program's line that runs the whole run."""
-        outs = [self.names[s] for s in self.run.outputs]
-        call = f"{self.wrapper}({', '.join(self.names[s] for s in self.run.external)})"
+        outs = self.buffers() + [self.names[s] for s in self.run.views]
+        call = f"{self.wrapper}({', '.join(self.params())})"
         return f"{', '.join(outs)}{',' if len(outs) == 1 else ''} = {call}" if outs else call
 
-    def dummies(self) -> list[np.ndarray]:
-        """Arrays like the run's inputs, to compile its loops on before the first replay (numba
-        compiles for each layout it meets): the recorded ones, and copies of those written in place."""
-        return [self.values[s].copy() if s in self.run.targets else self.values[s] for s in self.run.external]
+    def dummies(self, made: dict) -> list:
+        """Arrays like the wrapper's inputs, to compile its loops on before the first replay (numba
+        compiles for each layout it meets): the recorded ones, copies of those written in place,
+        and the earlier runs' buffers as ``made`` holds them."""
+        passed = [self.values[s].copy() if s in self.run.targets else self.values[s] for s in self.passed]
+        return passed + [made[b] for b in self.read_buffers]
 
 
 def _literal(v: object) -> str:

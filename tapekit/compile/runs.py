@@ -7,7 +7,7 @@ another the run reads.
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from typing import Any, Container, Iterator
 
 import numpy as np
 
@@ -115,24 +115,28 @@ class Run:
                 made.add(s.out)
         self.made = made
         self.outputs: list[int] = []  # made slots read after the run (set by ``plan``)
+        self.views: list[int] = []  # outputs that numpy's calls read, as arrays (set by ``fuse``)
+        self.read_slots: list[int] = []  # what the program passes in: arrays, earlier runs' buffers
+        self.write_slots: list[int] = []  # and what it gets back: the run's buffers, the views
         self.seconds: float = 0.0
         self.pieces = 0
-        self.failed = ""
+        self.line = ""
 
     def reads(self) -> Iterator[int]:
-        return iter(self.external)
+        return iter(self.read_slots)
 
     def writes(self) -> Iterator[int]:
-        return iter(self.outputs)
+        return iter(self.write_slots)
 
     @property
     def out(self) -> int | None:
         return None
 
 
-def plan(kept: list[Step], values: list, needed: list) -> tuple[list, list[Run], int]:
-    """``kept`` with its runs of elementwise steps made ``Run`` items (``LIMIT`` steps at most), the
-    runs, and how many fusable steps were left unfused for the limit."""
+def plan(kept: list[Step], values: list, needed: list, skip: Container[int] = ()) -> tuple[list, list[Run], int]:
+    """``kept`` with its runs of elementwise steps made ``Run`` items (``LIMIT`` steps at most; none
+    of those that start at an index in ``skip``), the runs, and how many fusable steps were left
+    unfused for the limit."""
     spans = _spans(kept, values)
     last_read = _last_reads(kept, needed)
     items: list = []
@@ -141,12 +145,16 @@ def plan(kept: list[Step], values: list, needed: list) -> tuple[list, list[Run],
     for start, end, shape in spans:
         items += kept[at:start]
         at = end
+        if start in skip:
+            items += kept[start:end]
+            continue
         if end - start > budget:
             over += end - start
             items += kept[start:end]
             continue
         budget -= end - start
         run = Run(len(runs) + 1, kept[start:end], shape)
+        run.start = start
         run.outputs = [s for s in dict.fromkeys(x.out for x in run.steps)
                        if s in run.made and last_read.get(s, -1) >= end]
         runs.append(run)
