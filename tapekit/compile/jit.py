@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import io
+import keyword
 import os
 import sys
 import tempfile
 import time
+import tokenize
 from pathlib import Path
 from typing import Any
 
@@ -45,14 +48,34 @@ def compile_loops(loops: Loops, made: dict) -> tuple[dict[str, Any], float]:
     buffers, to which this run's are added): name -> function, and the seconds it took."""
     start = time.perf_counter()
     folder = cache_folder()
-    source = loops_module_source(loops, cache=folder is not None)
+    source, renamed = canonical(loops_module_source(loops, cache=folder is not None))
     space = _load(source, folder)
-    found = {name: space[name] for name in loops.loop_names}
+    found = {name: space[renamed[name]] for name in loops.loop_names}
     wrapper_space = {"np": space["np"], **found}
     exec(compile(loops.wrapper_source(), f"<tk.compile fused run {loops.run.number}>", "exec"), wrapper_space)
     outs = wrapper_space[loops.wrapper](*loops.dummies(made))  # numba compiles each loop on its first call
     made.update(zip(loops.buffers(), outs))
     return {loops.wrapper: wrapper_space[loops.wrapper]}, time.perf_counter() - start
+
+
+_KEPT = {"numpy", "numba", "np", "njit", "range", "abs", "error_model", "cache", "True", "False", "None"}
+
+
+def canonical(text: str) -> tuple[str, dict[str, str]]:
+    """``text`` without its comments and with its names numbered in order (``v0``, ``v1``, ...),
+    and the renaming: loops of one structure get one source, whatever their program called its
+    values, so numba's cache serves them all."""
+    renamed: dict[str, str] = {}
+    out, before = [], ""
+    for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+        if tok.type == tokenize.COMMENT:
+            continue
+        string = tok.string
+        if tok.type == tokenize.NAME and string not in _KEPT and not keyword.iskeyword(string) and before != ".":
+            string = renamed.setdefault(string, f"v{len(renamed)}")
+        out.append((tok.type, string))
+        before = string
+    return tokenize.untokenize(out), renamed
 
 
 def _load(source: str, folder: Path | None) -> dict[str, Any]:

@@ -46,14 +46,15 @@ class Loops:
 
     # -- one loop ----------------------------------------------------------------------------------
     def _loop(self, k: int, piece: list[Step]) -> str:
-        index = ", ".join(f"i{d}" for d in range(len(self.run.shape)))
+        index = ", ".join(f"i{d}" for d in range(len(self.run.shape))) or "()"  # a 0-d array's one element: x[()]
         loads, body, written = self._statements(piece, index)
         stores = self._stores(k, written, index)
         params = self._params(stores + loads)
         self.loop_params.append(params)
-        lines = [f"def {self.loop_names[k]}({', '.join(params)}):"]
-        for d, n in enumerate(self.run.shape):
-            lines.append("    " * (d + 1) + f"for i{d} in range({n}):")
+        sizes = [f"n{d}" for d in range(len(self.run.shape))]  # not in the source: one compiled loop serves every size
+        lines = [f"def {self.loop_names[k]}({', '.join(sizes + params)}):"]
+        for d in range(len(self.run.shape)):
+            lines.append("    " * (d + 1) + f"for i{d} in range(n{d}):")
         pad = "    " * (len(self.run.shape) + 1)
         return "\n".join(lines + [pad + line for line in loads + body + stores])
 
@@ -99,7 +100,7 @@ class Loops:
     def _array_at(self, slot: int, index: str) -> str:
         if slot in self.inherited:
             buffer, row, _ = self.shared[slot]
-            return f"{buffer}[{row}, {index}]"
+            return _element(buffer, row, index)
         if slot in self.run.external:
             return f"{self.names[slot]}[{index}]"
         return self._row_at(slot, index)
@@ -110,8 +111,7 @@ class Loops:
             buffer = f"fused{self.run.number}_{self.values[slot].dtype.name}"
             self.rows[slot] = (buffer, self.counts.get(buffer, 0))
             self.counts[buffer] = self.rows[slot][1] + 1
-        buffer, row = self.rows[slot]
-        return f"{buffer}[{row}, {index}]"
+        return _element(*self.rows[slot], index)
 
     def buffers(self) -> list[str]:
         return list(self.counts)
@@ -137,8 +137,9 @@ class Loops:
             if np.shape(self.values[slot]) != shape:
                 lines.append(f"    {self.names[slot]} = np.broadcast_to({self.names[slot]}, {shape!r})")
         for k, name in enumerate(self.loop_names):
-            lines.append(f"    {name}({', '.join(self.loop_params[k])})")
-        outs = self.buffers() + [f"{self.rows[s][0]}[{self.rows[s][1]}]" for s in run.views]
+            lines.append(f"    {name}({', '.join([str(n) for n in shape] + self.loop_params[k])})")
+        rest = ", ..." if not shape else ""  # a row of 0-d values as a 0-d array, not a number
+        outs = self.buffers() + [f"{self.rows[s][0]}[{self.rows[s][1]}{rest}]" for s in run.views]
         lines.append(f"    return ({', '.join(outs)}{',' if len(outs) == 1 else ''})")
         return "\n".join(lines)
 
@@ -158,6 +159,10 @@ class Loops:
         and the earlier runs' buffers as ``made`` holds them."""
         passed = [self.values[s].copy() if s in self.run.targets else self.values[s] for s in self.passed]
         return passed + [made[b] for b in self.read_buffers]
+
+
+def _element(buffer: str, row: int, index: str) -> str:
+    return f"{buffer}[{row}]" if index == "()" else f"{buffer}[{row}, {index}]"
 
 
 def _literal(v: object) -> str:

@@ -37,7 +37,7 @@ _UNARY = {"-": "-{0}", "+": "+{0}", "abs": "abs({0})"}
 def scalar_form(step: Step) -> str | None:
     """The statement ``step`` is as a scalar expression of its operands, or None if it is no
     elementwise call."""
-    if step.kwargs or step.asarray:
+    if step.kwargs:
         return None
     if step.kind in ("binop", "iop") and step.head in _BINARY and len(step.args) == 2:
         return f"{{0}} {step.head} {{1}}"
@@ -81,7 +81,7 @@ def run_shape(step: Step, values: list) -> tuple | None:
     if step.out is None or scalar_form(step) is None:
         return None
     a = values[step.out]
-    if type(a) is not np.ndarray or a.ndim == 0 or a.dtype.kind not in "biuf":
+    if type(a) is not np.ndarray or a.dtype.kind not in "biuf" or (step.asarray and a.ndim):
         return None
     if step.kind == "iop" and (type(step.args[0]) is not Ref or step.args[0].slot != step.out):
         return None
