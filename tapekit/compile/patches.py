@@ -157,8 +157,7 @@ def _recording_emit(real: Callable, rec: Recorder) -> Callable:
         for step in reversed(rec.steps[rec.mark:]):  # the calls this op made: those its output and saved need
             if step.group is None and step.out in wanted:
                 step.group = group
-                wanted.update(slots_in(step.args))
-                wanted.update(slots_in(step.kwargs))
+                wanted.update(step.slots)
         rec.mark = len(rec.steps)
         if type(result.data) is Tracer:
             rec.info.setdefault(result.data.slot, info)
