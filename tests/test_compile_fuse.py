@@ -244,3 +244,34 @@ def test_an_operand_of_another_shape_broadcasts_into_a_loop_nest() -> None:
     step = tk.compile(f, fuse=True)
     assert close(step(x, b), f(x, b))
     assert "np.broadcast_to(b, (2, 3))" in step.fused_source and "for i1 in range(n1):" in step.fused_source
+
+
+# -- CuPy: the kernel a run becomes on a CUDA device, read as text (no GPU here) ------------------------------
+class FakeCupy:
+    """Stands in for CuPy: keeps the kernels it is asked to build."""
+
+    float64 = np.float64
+
+    def __init__(self) -> None:
+        self.kernels = []
+
+    def ElementwiseKernel(self, in_params, out_params, operation, name):  # noqa: N802  (CuPy's name)
+        self.kernels.append((in_params, out_params, operation, name))
+        return lambda *args: None
+
+
+def test_on_a_cuda_device_a_run_becomes_a_cupy_elementwise_kernel(monkeypatch) -> None:
+    fuse = importlib.import_module("tapekit.compile.fuse")
+    fake = FakeCupy()
+    monkeypatch.setattr(fuse, "_cupy", lambda: fake)
+    monkeypatch.setattr(runs, "array_kind", lambda a: "cupy" if type(a) is np.ndarray else None)  # as if on the GPU
+    dev = tk.Cpu(default_dtype="float64")
+    step = tk.compile(lambda x, w: chain(x, w, tk.OwnedTape), fuse=True)
+    step(dev.tensor([1.0, 2.0, 3.0], name="x"), dev.tensor([0.5, -1.0, 2.0], name="w"))
+    (ins, outs, body, name), *rest = fake.kernels
+    assert ins == "double x, double w" and name == "fused_run_1" and outs.startswith("double ")
+    assert "double h = (double)((x * w));  // #" in body and "mul(x, w) -> h" in body  # a temporary, declared
+    assert "\n    t5 = (double)(tanh(h));  // #" in body  # an output: a parameter of the kernel
+    assert rest and "(1 - " in rest[0][2]  # the backward's run: tanh's rule
+    assert "cupy.ElementwiseKernel(" in step.fused_source and "in one CuPy kernel" in step.fused_source
+    assert "cupy.empty((3,), cupy.float64)" in step.fused_source

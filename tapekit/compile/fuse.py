@@ -23,8 +23,11 @@ rounded once, where numpy computes it in float32.
 
 from __future__ import annotations
 
+import time
 from typing import Any, Callable
 
+
+from .cuda import CudaKernel
 from .jit import compile_loops, loops_module_source
 from .loops import Loops
 from .runs import Run, plan
@@ -77,7 +80,7 @@ def _mark_views(items: list, needed: set) -> None:
             continue
         later = items[i + 1:]
         item.views = [s for s in item.outputs if s in needed or any(
-            (type(x) is not Run or x.shape != item.shape) and s in _reads(x) for x in later)]
+            (type(x) is not Run or (x.kind, x.shape) != (item.kind, item.shape)) and s in _reads(x) for x in later)]
 
 
 def _reads(item: Any) -> set:
@@ -90,10 +93,13 @@ def _compile_runs(runs: list[Run], writer: Writer, texts: list[str], failed: dic
     shared: dict = {}
     made: dict = {}
     for run in runs:
-        loops = Loops(run, writer.names, writer.rec.values, writer.comment, shared)
         try:
+            if run.kind == "cupy":
+                space.update(_build_kernel(run, writer, texts))
+                continue
+            loops = Loops(run, writer.names, writer.rec.values, writer.comment, shared)
             compiled, run.seconds = compile_loops(loops, made)
-        except Exception as err:  # numba's typing and lowering errors have no common class
+        except Exception as err:  # numba's (and CuPy's) typing and lowering errors have no common class
             failed[run.start] = (f"a run of {len(run.steps)} elementwise calls over shape {run.shape} stays unfused: "
                                  f"numba could not compile it ({type(err).__name__}: "
                                  f"{(str(err).splitlines() or [''])[0][:80]})")
@@ -102,6 +108,24 @@ def _compile_runs(runs: list[Run], writer: Writer, texts: list[str], failed: dic
         space.update(compiled)
         texts.append(loops_module_source(loops, cache=True).split("\n\n", 1)[1] + "\n\n\n" + loops.wrapper_source())
     return space
+
+
+def _cupy() -> Any:
+    import cupy
+    return cupy
+
+
+def _build_kernel(run: Run, writer: Writer, texts: list[str]) -> dict:
+    """A run on the GPU as CuPy's elementwise kernel (compiled by NVRTC on its first call)."""
+    start = time.perf_counter()
+    kernel = CudaKernel(run, writer.names, writer.rec.values, writer.comment)
+    built = kernel.build(_cupy())
+    run.seconds, run.pieces = time.perf_counter() - start, 1
+    run.views = list(run.outputs)  # no buffers on the GPU: every value read on is an output of the kernel
+    run.read_slots, run.write_slots = list(run.external), list(run.outputs)
+    run.line = f"{kernel.call_line()}  # fused run {run.number}: {len(run.steps)} calls in one CuPy kernel"
+    texts.append(kernel.source())
+    return built
 
 
 def _connect(run: Run, loops: Loops, names: dict) -> None:

@@ -25,7 +25,7 @@ class Loops:
     def __init__(self, run: Run, names: dict, values: list, comment: Callable[[Step], str], shared: dict) -> None:
         self.run, self.names, self.values, self.comment = run, names, values, comment
         self.shared = shared  # a slot stored by an earlier run -> (its buffer, row, shape)
-        self.inherited = {s for s in run.external if s in shared and shared[s][2] == run.shape}
+        self.inherited = {s for s in run.external if s in shared and shared[s][2] == run.shape and run.kind == "numpy"}
         self.passed = [s for s in run.external if s not in self.inherited]
         self.pieces = [run.steps[i:i + PIECE] for i in range(0, len(run.steps), PIECE)]
         self.rows: dict[int, tuple[str, int]] = {}  # a stored slot -> its buffer and row

@@ -63,13 +63,22 @@ def _is_number(v: Any) -> bool:
     return type(v) in (int, float, bool)
 
 
-def _operand_fits(v: Any, values: list, shape: tuple) -> bool:
+def array_kind(a: Any) -> str | None:
+    """``"numpy"`` or ``"cupy"`` for an array whose runs can be fused (numba's loops, CuPy's kernels), else None."""
+    if type(a) is np.ndarray:
+        return "numpy"
+    if type(a).__name__ == "ndarray" and type(a).__module__.split(".")[0] == "cupy":
+        return "cupy"
+    return None
+
+
+def _operand_fits(v: Any, values: list, shape: tuple, kind: str) -> bool:
     if _is_number(v):
         return True
     if type(v) is not Ref:
         return False
     a = values[v.slot]
-    if not isinstance(a, (np.ndarray, np.generic)) or a.dtype.kind not in "biuf":
+    if not (array_kind(a) == kind or (kind == "numpy" and isinstance(a, np.generic))) or a.dtype.kind not in "biuf":
         return False
     try:
         return np.broadcast_shapes(np.shape(a), shape) == shape
@@ -78,21 +87,24 @@ def _operand_fits(v: Any, values: list, shape: tuple) -> bool:
 
 
 def run_shape(step: Step, values: list) -> tuple | None:
-    """The shape of the run ``step`` can belong to (its result's), or None if it cannot be fused."""
+    """The shape of the run ``step`` can belong to (its result's, and whether it is numpy's or CuPy's),
+    or None if it cannot be fused."""
     if step.out is None or scalar_form(step) is None:
         return None
     a = values[step.out]
-    if type(a) is not np.ndarray or a.dtype.kind not in "biuf" or (step.asarray and a.ndim):
+    kind = array_kind(a)
+    if kind is None or a.dtype.kind not in "biuf" or (step.asarray and a.ndim):
         return None
     if step.kind == "iop" and (type(step.args[0]) is not Ref or step.args[0].slot != step.out):
         return None
     if (a.dtype.kind == "b" and not _gives_bool(step)) or (step.head == "**" and a.dtype.kind != "f"):
         return None  # numpy's bool + bool is a logical or, numba's an integer sum; int ** int differs too
-    if not all(_operand_fits(v, values, a.shape) for v in step.args):
+    if not all(_operand_fits(v, values, a.shape, kind) for v in step.args):
         return None
-    if a.size >= VECTORISED and step.kind == "call" and "np." in scalar_form(step) and a.dtype.kind == "f":
+    if kind == "numpy" and a.size >= VECTORISED and step.kind == "call" and "np." in scalar_form(step) \
+            and a.dtype.kind == "f":
         return None  # measured on W2 (batch 512): a fused tanh over 512 x 256 made the step 1.6x slower
-    return a.shape
+    return (kind, a.shape)
 
 
 # -- the plan: which steps make which runs ---------------------------------------------------------------
@@ -102,8 +114,9 @@ class Run:
 
     group: Any = None
 
-    def __init__(self, number: int, steps: list[Step], shape: tuple) -> None:
-        self.number, self.steps, self.shape = number, steps, shape
+    def __init__(self, number: int, steps: list[Step], where: tuple) -> None:
+        self.number, self.steps = number, steps
+        self.kind, self.shape = where  # "numpy" (numba's loops) or "cupy" (a CuPy kernel), and the shape
         self.group = steps[0].group
         made: set[int] = set()
         self.external: list[int] = []  # slots read from outside, in first-read order
@@ -185,7 +198,13 @@ def _aliases(step: Step, values: list, targets: set, before: list[Step]) -> bool
     written = set(targets) | ({step.out} if step.kind == "iop" else set())
     made = {s.out for s in before if s.kind != "iop"}
     outside = {v.slot for s in before + [step] for v in s.args if type(v) is Ref and v.slot not in made}
-    return any(a != b and np.may_share_memory(values[a], values[b]) for a in written - made for b in outside)
+    return any(a != b and _may_share(values[a], values[b]) for a in written - made for b in outside)
+
+
+def _may_share(a: Any, b: Any) -> bool:
+    if type(a) is np.ndarray and isinstance(b, (np.ndarray, np.generic)):
+        return np.may_share_memory(a, b)
+    return True  # a CuPy array: no in-place write into it is fused
 
 
 def _last_reads(kept: list[Step], needed: list) -> dict[int, int]:
