@@ -75,12 +75,18 @@ def fuse_program(writer: Writer, kept: list) -> Fused:
 def _mark_views(items: list, needed: set) -> None:
     """Set each run's ``views``: the values it makes that the program returns or numpy's calls read
     (a later run of its shape reads them from its buffer)."""
-    for i, item in enumerate(items):
-        if type(item) is not Run:
-            continue
-        later = items[i + 1:]
-        item.views = [s for s in item.outputs if s in needed or any(
-            (type(x) is not Run or (x.kind, x.shape) != (item.kind, item.shape)) and s in _reads(x) for x in later)]
+    made_by: dict[int, Run] = {}
+    viewed: set[int] = set(needed)
+    for item in items:
+        for slot in _reads(item):
+            maker = made_by.get(slot)
+            if maker is not None and (type(item) is not Run or (item.kind, item.shape) != (maker.kind, maker.shape)):
+                viewed.add(slot)
+        if type(item) is Run:
+            made_by.update(dict.fromkeys(item.outputs, item))
+    for item in items:
+        if type(item) is Run:
+            item.views = [s for s in item.outputs if s in viewed]
 
 
 def _reads(item: Any) -> set:

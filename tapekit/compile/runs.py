@@ -144,10 +144,6 @@ class Run:
     def writes(self) -> Iterator[int]:
         return iter(self.write_slots)
 
-    @property
-    def out(self) -> int | None:
-        return None
-
 
 def plan(kept: list[Step], values: list, needed: list, skip: Container[int] = ()) -> tuple[list, list[Run], int]:
     """``kept`` with its runs of elementwise steps made ``Run`` items (``LIMIT`` steps at most; none
@@ -180,25 +176,41 @@ def plan(kept: list[Step], values: list, needed: list, skip: Container[int] = ()
 
 def _spans(kept: list[Step], values: list) -> list[tuple[int, int, tuple]]:
     """(start, end, shape) of each run of at least ``SHORTEST`` consecutive fusable steps of one shape."""
-    spans, start, shape, targets = [], 0, None, set()
+    spans, start, shape, memory = [], 0, None, _Memory(values)
     for i, step in enumerate(kept + [None]):
         now = None if step is None else run_shape(step, values)
-        if now is not None and now == shape and not _aliases(step, values, targets, kept[start:i]):
-            if step.kind == "iop":
-                targets.add(step.out)
+        if now is not None and now == shape and memory.admits(step):
             continue
         if shape is not None and i - start >= SHORTEST:
             spans.append((start, i, shape))
-        start, shape, targets = i, now, ({step.out} if now is not None and step.kind == "iop" else set())
+        start, shape, memory = i, now, _Memory(values)
+        if now is not None and not memory.admits(step):
+            shape = None  # it writes in place what it reads under another name: numpy's call, alone
     return spans
 
 
-def _aliases(step: Step, values: list, targets: set, before: list[Step]) -> bool:
-    """Whether ``step`` would make the run read memory it writes in place under another name."""
-    written = set(targets) | ({step.out} if step.kind == "iop" else set())
-    made = {s.out for s in before if s.kind != "iop"}
-    outside = {v.slot for s in before + [step] for v in s.args if type(v) is Ref and v.slot not in made}
-    return any(a != b and _may_share(values[a], values[b]) for a in written - made for b in outside)
+class _Memory:
+    """What a run being built reads from outside and writes in place, to refuse a step that would make
+    it read, under another name, memory it writes (numpy's call would have read it whole first)."""
+
+    def __init__(self, values: list) -> None:
+        self.values = values
+        self.made: set[int] = set()
+        self.outside: set[int] = set()
+        self.written: set[int] = set()  # outside arrays written in place
+
+    def admits(self, step: Step) -> bool:
+        """Whether ``step`` can join the run (noted if so)."""
+        reads = {v.slot for v in step.args if type(v) is Ref and v.slot not in self.made}
+        writes = {step.out} - self.made if step.kind == "iop" else set()
+        if any(_may_share(self.values[a], self.values[b]) for a in self.written | writes
+               for b in (reads - self.outside if a in self.written else reads | self.outside) if a != b):
+            return False
+        self.outside |= reads
+        self.written |= writes
+        if step.kind != "iop":
+            self.made.add(step.out)
+        return True
 
 
 def _may_share(a: Any, b: Any) -> bool:
