@@ -49,8 +49,9 @@ class Fused:
         """A line per run, and one for the calls the limit left unfused: what ``repr(step)`` shows."""
         lines = []
         for r in self.runs:
+            made = "one CuPy kernel" if r.kind == "cupy" else f"{r.pieces} loop{'s' if r.pieces != 1 else ''}"
             lines.append(f"fused run {r.number}: {len(r.steps)} elementwise calls over shape {r.shape} in "
-                         f"{r.pieces} loop{'s' if r.pieces != 1 else ''}, compiled in {r.seconds:.2f} s")
+                         f"{made}, compiled in {r.seconds:.2f} s")
         lines += self.failed
         if self.over:
             lines.append(f"{self.over} elementwise calls stay unfused: past the limit of a program's fused calls")

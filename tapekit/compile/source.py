@@ -108,7 +108,7 @@ class Writer:
         body = _body(items, rec, self.names, self.called)
         devices = ", ".join(f"{name} = {rec.globals[name]!r}" for name in rec.globals if name.startswith("dev"))
         text = [f"# {self.fn_name}, recorded by tk.compile: {_count(items)} array calls; {devices}{heading}"]
-        if _count(items) <= PART:
+        if len(items) <= PART:
             text += _function(self.main, self.params, self.prelude + _freeing(body, items, self.names, self.big,
                                                                                set(self.outs)), self.outs)
         else:  # a long program in parts: Python's tools (tracebacks, tracemalloc) slow down on huge functions
@@ -120,7 +120,7 @@ class Writer:
 
 
 def _count(items: list) -> int:
-    return sum(len(item.steps) if hasattr(item, "steps") else 1 for item in items)
+    return sum(1 if type(item) is Step else len(item.steps) for item in items)
 
 
 def _tensor_names(rec: Recorder, inputs: Inputs, tracers: list, names: dict) -> dict[int, str]:
@@ -342,7 +342,7 @@ def _body(items: list, rec: Recorder, names: dict, called: Callable[[int], str])
         if now != phase:
             lines += ([(None, "")] if lines else []) + [(None, f"# {_TITLES[now]}")]
             phase = now
-        if hasattr(item, "line"):  # a fused run: one call of its loops
+        if type(item) is not Step:  # a fused run: one call of its loops
             lines.append((i, item.line))
             continue
         comment = _comment(item.group, called)
