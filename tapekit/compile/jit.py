@@ -23,6 +23,8 @@ import tokenize
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from .errors import FuseUnavailable
 from .loops import Loops
 
@@ -48,13 +50,15 @@ def compile_loops(loops: Loops, made: dict) -> tuple[dict[str, Any], float]:
     buffers, to which this run's are added): name -> function, and the seconds it took."""
     start = time.perf_counter()
     folder = cache_folder()
-    source, renamed = canonical(loops_module_source(loops, cache=folder is not None))
-    space = _load(source, folder)
-    found = {name: space[renamed[name]] for name in loops.loop_names}
-    wrapper_space = {"np": space["np"], **found}
+    decorator = DECORATOR.format(cache=folder is not None)
+    found = {}
+    for name, text in zip(loops.loop_names, loops.loop_sources):  # a file each: loops of one source share it
+        source, renamed = canonical(f"{HEADER}{decorator}\n{text}\n")
+        found[name] = _load(source, folder)[renamed[name]]
+    wrapper_space = {"np": np, **found}
     exec(compile(loops.wrapper_source(), f"<tk.compile fused run {loops.run.number}>", "exec"), wrapper_space)
     outs = wrapper_space[loops.wrapper](*loops.dummies(made))  # numba compiles each loop on its first call
-    made.update(zip(loops.buffers(), outs))
+    made.update(zip(loops.handed(), outs))
     return {loops.wrapper: wrapper_space[loops.wrapper]}, time.perf_counter() - start
 
 

@@ -11,6 +11,7 @@ array made before the run (``g += ...``) writes into that array, as numpy would.
 
 from __future__ import annotations
 
+import re
 from typing import Callable
 
 import numpy as np
@@ -27,7 +28,8 @@ class Loops:
         self.shared = shared  # a slot stored by an earlier run -> (its buffer, row, shape)
         self.inherited = {s for s in run.external if s in shared and shared[s][2] == run.shape and run.kind == "numpy"}
         self.passed = [s for s in run.external if s not in self.inherited]
-        self.pieces = [run.steps[i:i + PIECE] for i in range(0, len(run.steps), PIECE)]
+        size = _piece_size(run.steps)
+        self.pieces = [run.steps[i:i + size] for i in range(0, len(run.steps), size)]
         self.rows: dict[int, tuple[str, int]] = {}  # a stored slot -> its buffer and row
         self.counts: dict[str, int] = {}  # buffer -> rows
         self._last_piece = {}
@@ -42,7 +44,8 @@ class Loops:
         self.loop_sources = [self._loop(k, piece) for k, piece in enumerate(self.pieces)]
         self.read_buffers = list(dict.fromkeys(shared[s][0] for s in run.external if s in self.inherited))
         for slot, (buffer, row) in self.rows.items():
-            shared[slot] = (buffer, row, run.shape)
+            if buffer in self.handed():
+                shared[slot] = (buffer, row, run.shape)
 
     # -- one loop ----------------------------------------------------------------------------------
     def _loop(self, k: int, piece: list[Step]) -> str:
@@ -50,13 +53,14 @@ class Loops:
         loads, body, written = self._statements(piece, index)
         stores = self._stores(k, written, index)
         params = self._params(stores + loads)
-        self.loop_params.append(params)
+        text, bases = _relative_rows("\n".join(loads + body + stores), params)
+        self.loop_params.append([str(n) for n in bases.values()] + params)
         sizes = [f"n{d}" for d in range(len(self.run.shape))]  # not in the source: one compiled loop serves every size
-        lines = [f"def {self.loop_names[k]}({', '.join(sizes + params)}):"]
+        lines = [f"def {self.loop_names[k]}({', '.join(sizes + list(bases) + params)}):"]
         for d in range(len(self.run.shape)):
             lines.append("    " * (d + 1) + f"for i{d} in range(n{d}):")
         pad = "    " * (len(self.run.shape) + 1)
-        return "\n".join(lines + [pad + line for line in loads + body + stores])
+        return "\n".join(lines + [pad + line for line in text.split("\n")])
 
     def _statements(self, piece: list[Step], index: str) -> tuple[list[str], list[str], list[int]]:
         """The loads of what the loop reads from outside it, its statements, the slots it writes."""
@@ -107,14 +111,22 @@ class Loops:
 
     def _row_at(self, slot: int, index: str) -> str:
         """The element of ``slot``'s row in its buffer (a row is given on first use)."""
-        if slot not in self.rows:
-            buffer = f"fused{self.run.number}_{self.values[slot].dtype.name}"
+        if slot not in self.rows:  # what the program reads on, apart from what only later loops read
+            kind = "fused" if slot in self.run.outputs else "carry"
+            buffer = f"{kind}{self.run.number}_{self.values[slot].dtype.name}"
             self.rows[slot] = (buffer, self.counts.get(buffer, 0))
             self.counts[buffer] = self.rows[slot][1] + 1
         return _element(*self.rows[slot], index)
 
     def buffers(self) -> list[str]:
+        """Every buffer of the run's loops."""
         return list(self.counts)
+
+    def handed(self) -> list[str]:
+        """The buffers the wrapper returns: those of the values the program reads on (the others carry
+        values from one loop to a later one, and keep their rows apart, so that loops of one pattern
+        have one source)."""
+        return [b for b in self.counts if b.startswith("fused")]
 
     def _cast(self, step: Step, expr: str) -> str:
         """``expr`` in the dtype numpy gives the step's result: numba computes a float32 with a
@@ -137,9 +149,9 @@ class Loops:
             if np.shape(self.values[slot]) != shape:
                 lines.append(f"    {self.names[slot]} = np.broadcast_to({self.names[slot]}, {shape!r})")
         for k, name in enumerate(self.loop_names):
-            lines.append(f"    {name}({', '.join([str(n) for n in shape] + self.loop_params[k])})")
+            lines.append(f"    {name}({', '.join([str(n) for n in shape] + self.loop_params[k])})")  # sizes, first rows, arrays
         rest = ", ..." if not shape else ""  # a row of 0-d values as a 0-d array, not a number
-        outs = self.buffers() + [f"{self.rows[s][0]}[{self.rows[s][1]}{rest}]" for s in run.views]
+        outs = self.handed() + [f"{self.rows[s][0]}[{self.rows[s][1]}{rest}]" for s in run.views]
         lines.append(f"    return ({', '.join(outs)}{',' if len(outs) == 1 else ''})")
         return "\n".join(lines)
 
@@ -149,7 +161,7 @@ class Loops:
 
     def call_line(self) -> str:
         """The program's line that runs the whole run."""
-        outs = self.buffers() + [self.names[s] for s in self.run.views]
+        outs = self.handed() + [self.names[s] for s in self.run.views]
         call = f"{self.wrapper}({', '.join(self.params())})"
         return f"{', '.join(outs)}{',' if len(outs) == 1 else ''} = {call}" if outs else call
 
@@ -159,6 +171,36 @@ class Loops:
         and the earlier runs' buffers as ``made`` holds them."""
         passed = [self.values[s].copy() if s in self.run.targets else self.values[s] for s in self.passed]
         return passed + [made[b] for b in self.read_buffers]
+
+
+def _piece_size(steps: list[Step]) -> int:
+    """``PIECE``, or the multiple of the run's period nearest below it where its steps repeat one
+    pattern (a chain's ops, their rules): each loop then starts at the same point of the pattern, and
+    the loops in the middle of the run are one source, compiled once."""
+    if len(steps) <= PIECE:
+        return PIECE
+    shapes = [(s.kind, s.head, tuple(type(v) is Ref for v in s.args)) for s in steps]
+    for period in range(1, min(PIECE, len(steps) // 3) + 1):
+        same = sum(a == b for a, b in zip(shapes, shapes[period:]))
+        if same >= 0.9 * (len(shapes) - period):
+            return period * max(1, PIECE // period)
+    return PIECE
+
+
+def _relative_rows(text: str, params: list[str]) -> tuple[str, dict[str, int]]:
+    """``text`` with each buffer's rows counted from the first row it uses, passed in (``r_...``):
+    loops that differ only in where their rows lie get one source, so numba compiles it once (a
+    chain's loops repeat one pattern of ops, each a few rows further down)."""
+    bases: dict[str, int] = {}
+    for buffer in params:
+        rows = [int(r) for r in re.findall(rf"\b{buffer}\[(\d+)[,\]]", text)]
+        if not rows:
+            continue
+        base = bases[f"r_{buffer}"] = min(rows)
+        text = re.sub(rf"\b{buffer}\[(\d+)(?=[,\]])",
+                      lambda m, b=buffer, n=base: f"{b}[r_{b}{f' + {int(m.group(1)) - n}' if int(m.group(1)) > n else ''}",
+                      text)
+    return text, bases
 
 
 def _element(buffer: str, row: int, index: str) -> str:

@@ -25,7 +25,7 @@ from ..nn.module import Module
 from ..optim import Optimizer
 from ..tensor import Tensor
 from .inputs import Inputs
-from .recorder import Recorder, slots_in
+from .recorder import Recorder
 from .tracer import Tracer, tracers_in
 
 

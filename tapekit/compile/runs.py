@@ -14,7 +14,7 @@ import numpy as np
 from .recorder import Ref, Step
 
 PIECE = 120  # statements per loop: W1's chain at 300 ops compiled in 11 s in loops of 40, 7.4 s of 120, 17 s of 300
-LIMIT = 6_000  # statements fused per program: W1's 3,331 took 20 s to compile (2 busy cores), 1 s from numba's cache
+LIMIT = 6_000  # statements fused per program: W1's 3,331 compile in 3.7 s (2 busy cores); a program unlike a chain, in more
 SHORTEST = 2  # a run of one call is left to numpy, whose own loop is as fast
 VECTORISED = 4_096  # elements from which numpy's own tanh, exp, log, ... (SIMD) beat numba's scalar calls of libm
 
@@ -114,8 +114,8 @@ class Run:
 
     group: Any = None
 
-    def __init__(self, number: int, steps: list[Step], where: tuple) -> None:
-        self.number, self.steps = number, steps
+    def __init__(self, number: int, steps: list[Step], where: tuple, start: int = 0) -> None:
+        self.number, self.steps, self.start = number, steps, start  # start: its first step's index in the program
         self.kind, self.shape = where  # "numpy" (numba's loops) or "cupy" (a CuPy kernel), and the shape
         self.group = steps[0].group
         made: set[int] = set()
@@ -165,8 +165,7 @@ def plan(kept: list[Step], values: list, needed: list, skip: Container[int] = ()
             items += kept[start:end]
             continue
         budget -= end - start
-        run = Run(len(runs) + 1, kept[start:end], shape)
-        run.start = start
+        run = Run(len(runs) + 1, kept[start:end], shape, start)
         run.outputs = [s for s in dict.fromkeys(x.out for x in run.steps)
                        if s in run.made and last_read.get(s, -1) >= end]
         runs.append(run)
