@@ -14,7 +14,7 @@ import numpy as np
 from .recorder import Ref, Step
 
 PIECE = 120  # statements per loop: W1's chain at 300 ops compiled in 11 s in loops of 40, 7.4 s of 120, 17 s of 300
-LIMIT = 6_000  # statements fused per program: W1's 3,331 compile in 3.7 s (2 busy cores); a program unlike a chain, in more
+LIMIT = 6_000  # statements fused per program: W1's 3,331 compile in 3.7 s; loops that repeat no pattern, ~1 s per 120
 SHORTEST = 2  # a run of one call is left to numpy, whose own loop is as fast
 VECTORISED = 4_096  # elements from which numpy's own tanh, exp, log, ... (SIMD) beat numba's scalar calls of libm
 
