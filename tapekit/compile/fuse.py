@@ -64,9 +64,10 @@ class Fused:
         return lines or ["no run of elementwise calls to fuse: the fused program is the unfused one"]
 
 
-def fuse_program(writer: Writer, kept: list) -> Fused:
-    """The program of ``kept`` with its runs as compiled loops. A run numba cannot compile stays
-    unfused: the program is planned again without it."""
+def fuse_program(writer: Writer, kept: list, unfused: tuple[str, Callable]) -> Fused:
+    """The program of ``kept`` with its runs as compiled loops (``unfused``: its source and function,
+    which it is where nothing fuses). A run numba cannot compile stays unfused: the program is
+    planned again without it."""
     failed: dict[int, str] = {}
     while True:
         items, runs, over = plan(kept, writer.rec.values, writer.needed, skip=failed)
@@ -75,6 +76,8 @@ def fuse_program(writer: Writer, kept: list) -> Fused:
         space = _compile_runs(runs, writer, texts, failed)
         if space is not None:
             break
+    if not runs:  # no second program to write and compile (W4's 333,000 calls: seconds)
+        return Fused(unfused[0], unfused[1], runs, over, list(failed.values()))
     source, run = writer.write(items, space, heading=f"; fused: {len(runs)} run{'s' if len(runs) != 1 else ''}")
     return Fused("\n\n\n".join(texts + [source]), run, runs, over, list(failed.values()))
 

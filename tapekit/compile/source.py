@@ -44,7 +44,7 @@ def generate(rec: Recorder, tracers: list, needed: list, fn_name: str, inputs: I
     built = Built(*writer.write(kept), len(kept))
     if fuse:
         from .fuse import fuse_program
-        built.fused = fuse_program(writer, kept)
+        built.fused = fuse_program(writer, kept, (built.source, built.run))
     return built
 
 
