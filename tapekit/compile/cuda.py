@@ -88,7 +88,8 @@ class CudaKernel:
                   f"def {self.name}({', '.join(self.names[s] for s in self.run.external)}):",
                   f'    """run {self.run.number}: {len(self.run.steps)} elementwise calls over shape '
                   f'{self.run.shape}, one kernel"""']
-        lines += [f"    {self.names[s]} = cupy.empty({self.run.shape!r}, cupy.{self.values[s].dtype.name})" for s in made]
+        shape = self.run.shape
+        lines += [f"    {self.names[s]} = cupy.empty({shape!r}, cupy.{self.values[s].dtype.name})" for s in made]
         lines.append(f"    {self.name}_kernel({', '.join(args)})")
         returned = [self.names[s] for s in made]
         lines.append(f"    return ({', '.join(returned)}{',' if len(returned) == 1 else ''})")

@@ -26,7 +26,8 @@ class Loops:
     def __init__(self, run: Run, names: dict, values: list, comment: Callable[[Step], str], shared: dict) -> None:
         self.run, self.names, self.values, self.comment = run, names, values, comment
         self.shared = shared  # a slot stored by an earlier run -> (its buffer, row, shape)
-        self.inherited = {s for s in run.external if s in shared and shared[s][2] == run.shape and run.kind == "numpy"}
+        self.inherited = {s for s in run.external
+                          if s in shared and shared[s][2] == run.shape and run.kind == "numpy"}
         self.passed = [s for s in run.external if s not in self.inherited]
         size = _piece_size(run.steps)
         self.pieces = [run.steps[i:i + size] for i in range(0, len(run.steps), size)]
@@ -149,7 +150,8 @@ class Loops:
             if np.shape(self.values[slot]) != shape:
                 lines.append(f"    {self.names[slot]} = np.broadcast_to({self.names[slot]}, {shape!r})")
         for k, name in enumerate(self.loop_names):
-            lines.append(f"    {name}({', '.join([str(n) for n in shape] + self.loop_params[k])})")  # sizes, first rows, arrays
+            # the sizes, the first rows, the arrays
+            lines.append(f"    {name}({', '.join([str(n) for n in shape] + self.loop_params[k])})")
         rest = ", ..." if not shape else ""  # a row of 0-d values as a 0-d array, not a number
         outs = self.handed() + [f"{self.rows[s][0]}[{self.rows[s][1]}{rest}]" for s in run.views]
         lines.append(f"    return ({', '.join(outs)}{',' if len(outs) == 1 else ''})")
@@ -197,9 +199,12 @@ def _relative_rows(text: str, params: list[str]) -> tuple[str, dict[str, int]]:
         if not rows:
             continue
         base = bases[f"r_{buffer}"] = min(rows)
-        text = re.sub(rf"\b{buffer}\[(\d+)(?=[,\]])",
-                      lambda m, b=buffer, n=base: f"{b}[r_{b}{f' + {int(m.group(1)) - n}' if int(m.group(1)) > n else ''}",
-                      text)
+
+        def relative(m: re.Match, b: str = buffer, n: int = base) -> str:
+            offset = int(m.group(1)) - n
+            return f"{b}[r_{b} + {offset}" if offset else f"{b}[r_{b}"
+
+        text = re.sub(rf"\b{buffer}\[(\d+)(?=[,\]])", relative, text)
     return text, bases
 
 

@@ -76,11 +76,13 @@ class Compiled:
         start = time.perf_counter()
         rec = Recorder(self.__name__)
         tracers = _swap_in_tracers(rec, inputs)
-        with _collector_paused():  # a recording makes many small objects and frees none: the collector would walk them all, again and again
+        # a recording makes many small objects and frees none: the collector would walk them all, again and again
+        with _collector_paused():
             result, ends, grads_after, warned = self._run_traced(rec, inputs, args, kwargs)
         for message, category in warned:
             warnings.warn(message, category, stacklevel=2)
-        writes = [(i, end.slot) for i, (t, end) in enumerate(zip(tracers, ends)) if type(end) is Tracer and end is not t]
+        writes = [(i, end.slot) for i, (t, end) in enumerate(zip(tracers, ends))
+                  if type(end) is Tracer and end is not t]
         template, outputs = result_template(result, inputs.arg_tensors)
         needed = [slot for _, slot in writes] + outputs + [slot for state in grads_after for slot in state[1]]
         with _collector_paused():

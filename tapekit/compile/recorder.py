@@ -129,14 +129,16 @@ class Recorder:
         traced: list[Tracer] = []
         refs: list[int] = []
         # templated before the call: a constant it writes into is kept as it was
-        (real_args, arg_templates), (real_kw, kw_templates) = self.split(args, traced, refs), self.split(kwargs, traced, refs)
+        real_args, arg_templates = self.split(args, traced, refs)
+        real_kw, kw_templates = self.split(kwargs, traced, refs)
         self.depth += 1
         try:
             res = fn(*real_args, **real_kw)
         finally:
             self.depth -= 1
         note = _Noting(self, kind, head, arg_templates, kw_templates, tuple(refs))
-        return self._result(note, res, traced, kind == "iop" or kind == "setitem" or "out" in kwargs or head.endswith(".at"))
+        effect = kind == "iop" or kind == "setitem" or "out" in kwargs or head.endswith(".at")
+        return self._result(note, res, traced, effect)
 
     def _result(self, note: "_Noting", res: Any, traced: list, effect: bool) -> Any:
         """What a call returns while recording (a tracer for an array), its step noted."""
