@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 from .peers import PEERS  # (loads no numpy: the thread variables below must be set first)
@@ -46,6 +47,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.threads and "numpy" not in sys.modules:  # BLAS reads these when numpy loads
         os.environ.update({name: str(args.threads) for name in THREAD_VARIABLES})
+    # an empty cache for numba's compiled loops: a fused step's first call is timed compiling them
+    os.environ["TAPEKIT_CACHE_DIR"] = tempfile.mkdtemp(prefix="tapekit-bench-cache-")
 
     from . import machine, plot, report, suite
     from .peers import find_peers

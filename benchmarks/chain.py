@@ -13,7 +13,7 @@ import numpy as np
 
 import tapekit as tk
 
-from .measure import Contender, compiled
+from .measure import Contender, compiled, compiled_name, fusions
 from .peers import Peer, installed
 
 
@@ -77,17 +77,18 @@ def tapekit(x0: np.ndarray, w0: np.ndarray, n: int, policy: type[tk.Tape]) -> Co
     return Contender(f"tapekit {policy.__name__}", run)
 
 
-def tapekit_compiled(x0: np.ndarray, w0: np.ndarray, n: int, policy: type[tk.Tape] = tk.OwnedTape) -> Contender:
+def tapekit_compiled(x0: np.ndarray, w0: np.ndarray, n: int, policy: type[tk.Tape] = tk.OwnedTape,
+                     fuse: bool = False) -> Contender:
     """The same step as ``tapekit`` under ``tk.compile``: the first run records it, the others replay
-    the recorded array calls."""
+    the recorded array calls (``fuse``: with its elementwise runs as compiled loops)."""
     dev = tk.Cpu()
 
     def step(x: tk.Tensor, w: tk.Tensor) -> list[Any]:
         g = forward(x.trace(policy(leaves=[x, w])), w, n, lambda t: t.tanh()).sum().backward()
         return [g[x], g[w]]
 
-    program = tk.compile(step)
-    return compiled("tapekit compiled", lambda: program(dev.tensor(x0), dev.tensor(w0)))
+    program = tk.compile(step, fuse=fuse)
+    return compiled(compiled_name(fuse), lambda: program(dev.tensor(x0), dev.tensor(w0)))
 
 
 def torch(x0: np.ndarray, w0: np.ndarray, n: int, peer: Peer) -> Contender:
@@ -148,5 +149,6 @@ def contenders(n: int, shape: tuple[int, ...], peers: dict[str, Peer],
                policies: tuple[type[tk.Tape], ...] = (tk.OwnedTape, tk.UnionTape)) -> list[Contender]:
     """The floor first, then tapekit under each policy, then every installed peer."""
     x0, w0 = inputs(shape)
-    found = [floor(x0, w0, n)] + [tapekit(x0, w0, n, p) for p in policies] + [tapekit_compiled(x0, w0, n)]
+    found = [floor(x0, w0, n)] + [tapekit(x0, w0, n, p) for p in policies]
+    found += [tapekit_compiled(x0, w0, n, fuse=fuse) for fuse in fusions()]
     return found + installed(sys.modules[__name__], peers, x0, w0, n)

@@ -16,7 +16,7 @@ import numpy as np
 
 import tapekit as tk
 
-from .measure import Contender, compiled
+from .measure import Contender, compiled, compiled_name, fusions
 from .peers import Peer, installed
 
 Step = tuple[str, int, int]  # (op, a, b): node ``len(inputs) + i`` is op(node a, node b)
@@ -107,8 +107,8 @@ def tapekit(xs: list[np.ndarray], steps: list[Step], outs: list[int], policy: ty
     return Contender(f"tapekit {policy.__name__}", run)
 
 
-def tapekit_compiled(xs: list[np.ndarray], steps: list[Step], outs: list[int]) -> Contender:
-    """The UnionTape step under ``tk.compile``: the inputs are its arguments."""
+def tapekit_compiled(xs: list[np.ndarray], steps: list[Step], outs: list[int], fuse: bool = False) -> Contender:
+    """The UnionTape step under ``tk.compile``: the inputs are its arguments (``fuse``: elementwise runs as loops)."""
     dev = tk.Cpu()
 
     def step(*inputs: tk.Tensor) -> list[Any]:
@@ -117,8 +117,8 @@ def tapekit_compiled(xs: list[np.ndarray], steps: list[Step], outs: list[int]) -
         g = tk.backward([nodes[o].sum() for o in outs])
         return [g[x] if x in g else np.zeros_like(v) for x, v in zip(inputs, xs)]
 
-    program = tk.compile(step)
-    return compiled("tapekit compiled", lambda: program(*[dev.tensor(x) for x in xs]))
+    program = tk.compile(step, fuse=fuse)
+    return compiled(compiled_name(fuse), lambda: program(*[dev.tensor(x) for x in xs]))
 
 
 def torch(xs: list[np.ndarray], steps: list[Step], outs: list[int], peer: Peer) -> Contender:
@@ -187,5 +187,5 @@ def contenders(inputs: int, ops: int, outputs: int, shape: tuple[int, ...], peer
     steps, outs = program(inputs, ops, outputs)
     xs = values(inputs, shape)
     found = [floor(xs, steps, outs)] + [tapekit(xs, steps, outs, p) for p in (tk.UnionTape, tk.GlobalTape)]
-    found.append(tapekit_compiled(xs, steps, outs))
+    found += [tapekit_compiled(xs, steps, outs, fuse=fuse) for fuse in fusions()]
     return found + installed(sys.modules[__name__], peers, xs, steps, outs)

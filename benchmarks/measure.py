@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import gc
+import importlib.util
 import statistics
 import time
 import tracemalloc
@@ -55,6 +56,16 @@ def compiled(name: str, step: Callable[[], Any], memory: bool = True) -> Contend
 
     contender.run = run
     return contender
+
+
+def fusions() -> list[bool]:
+    """The compiled contenders to measure: unfused, and fused where numba is installed."""
+    return [False] + ([True] if importlib.util.find_spec("numba") is not None else [])
+
+
+def compiled_name(fuse: bool) -> str:
+    """``tapekit compiled``, or ``tapekit fused`` for ``tk.compile(fn, fuse=True)``."""
+    return "tapekit fused" if fuse else "tapekit compiled"
 
 
 @dataclass

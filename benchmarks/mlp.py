@@ -14,7 +14,7 @@ import numpy as np
 
 import tapekit as tk
 
-from .measure import Contender, compiled
+from .measure import Contender, compiled, compiled_name, fusions
 from .peers import Peer, installed
 
 LR = 0.01
@@ -63,12 +63,12 @@ def tapekit(params: list[np.ndarray], x: np.ndarray, onehot: np.ndarray) -> Cont
     return Contender("tapekit OwnedTape", lambda: step(xs, targets))
 
 
-def tapekit_compiled(params: list[np.ndarray], x: np.ndarray, onehot: np.ndarray) -> Contender:
+def tapekit_compiled(params: list[np.ndarray], x: np.ndarray, onehot: np.ndarray, fuse: bool = False) -> Contender:
     """The ``tapekit`` step under ``tk.compile``: the parameters (in the closure) are inputs, and the
-    in-place update of their storage is part of the program."""
+    in-place update of their storage is part of the program (``fuse``: elementwise runs as loops)."""
     step, xs, targets = _tapekit_step(params, x, onehot)
-    program = tk.compile(step)
-    return compiled("tapekit compiled", lambda: program(xs, targets))
+    program = tk.compile(step, fuse=fuse)
+    return compiled(compiled_name(fuse), lambda: program(xs, targets))
 
 
 def _tapekit_step(params: list[np.ndarray], x: np.ndarray, onehot: np.ndarray) -> tuple:
@@ -203,5 +203,6 @@ def mygrad(params: list[np.ndarray], x: np.ndarray, onehot: np.ndarray, peer: Pe
 def contenders(batch: int, dims: tuple[int, ...], peers: dict[str, Peer]) -> list[Contender]:
     """The floor first, then tapekit, then every installed peer."""
     params, x, onehot = problem(batch, dims)
-    found = [floor(params, x, onehot), tapekit(params, x, onehot), tapekit_compiled(params, x, onehot)]
+    found = [floor(params, x, onehot), tapekit(params, x, onehot)]
+    found += [tapekit_compiled(params, x, onehot, fuse=fuse) for fuse in fusions()]
     return found + installed(sys.modules[__name__], peers, params, x, onehot)

@@ -15,6 +15,9 @@ FLOOR = "numpy floor"
 TAPEKIT = "tapekit OwnedTape"  # the policy ``x.trace()`` gives: the one the targets are for
 COMPILED = "tapekit compiled"  # the same steps under tk.compile (W1-W4)
 COMPILED_LIMITS = {"W1": 1.3, "W3": 1.3}  # W2's depend on the batch, W4's on the length
+FUSED = "tapekit fused"  # tk.compile(fn, fuse=True): elementwise runs as numba loops
+FUSED_LIMITS = {"W1": 0.1, "W2": 1.0, "W3": 0.3}
+FUSED_FIRST_CALL = {"W1": 10.0}  # seconds
 
 
 def _first_call(r: Result) -> str:
@@ -85,7 +88,7 @@ def targets(done: Done) -> list[Target]:
         if r.ratio:
             found.append(Target("W5", "peak memory at most 1.3x the floor", f"{r.ratio.median:.2f}x",
                                 r.ratio.median <= 1.3))
-    found += ahead_of_torch(done) + compiled_targets(done)
+    found += ahead_of_torch(done) + compiled_targets(done) + fused_targets(done)
     for order in merges.ORDERS:
         w6 = [(c, r) for c, r in _find(done, "W6", merges.named("tapekit UnionTape", order)) if r.seconds]
         if len(w6) > 1:
@@ -142,6 +145,37 @@ def compiled_targets(done: Done) -> list[Target]:
         found.append(Target("W4", "compiled: linear in the chain length",
                             f"ratio to the floor {' -> '.join(f'{r.ratio.median:.2f}x' for _, r in w4)} ({growth:.2f}x)",
                             growth <= 1.25))
+    return found
+
+
+def fused_targets(done: Done) -> list[Target]:
+    """The targets of ``tk.compile(fn, fuse=True)``: W1 and W3 under their limits and ahead of JAX's
+    ``jit``, W1's first call within its budget, W2 no slower than the floor, W4 no slower than unfused."""
+    found = []
+    for workload in ("W1", "W2", "W3", "W4"):
+        for case, r in _find(done, workload, FUSED):
+            if not r.ratio:
+                continue
+            by_name = {x.contender: x for c, results in done if c is case for x in results if x.ratio}
+            measured = f"{r.ratio.median:.2f}x (first call {_first_call(r)})"
+            if workload == "W4":
+                unfused = by_name.get(COMPILED)
+                found.append(Target(workload, f"fused, {case.short}: no slower than unfused",
+                                    f"{measured} vs {unfused.ratio.median:.2f}x" if unfused else measured,
+                                    r.ratio.median <= unfused.ratio.median * 1.05 if unfused else None))
+                continue
+            limit = FUSED_LIMITS[workload]
+            found.append(Target(workload, f"fused, {case.short}: at most {limit}x the floor", measured,
+                                r.ratio.median <= limit))
+            jax = by_name.get(PEERS["jax"])
+            if workload in ("W1", "W3"):
+                found.append(Target(workload, f"fused, {case.short}: faster than JAX jit",
+                                    f"{r.ratio.median:.2f}x vs {jax.ratio.median:.2f}x" if jax else "JAX absent",
+                                    r.ratio.median < jax.ratio.median if jax else None))
+            budget = FUSED_FIRST_CALL.get(workload)
+            if budget is not None and "first_call" in r.extra:
+                found.append(Target(workload, f"fused, {case.short}: first call at most {budget:.0f} s "
+                                              f"(numba's cache empty)", _first_call(r), r.extra["first_call"] <= budget))
     return found
 
 
@@ -243,8 +277,9 @@ def markdown(done: Done, machine: Sequence[str], repeats: int, plot: str | None)
     first = first_calls(done)
     if first:
         lines += ["## First calls", "", "What the first call of each compiled contender took: tapekit's records "
-                  "the step and builds its program; JAX's and PyTorch's trace and compile. Later calls replay "
-                  "what it made, and those are the times above.", ""] + first + [""]
+                  "the step and builds its program (fused: and numba compiles its loops, with numba's cache "
+                  "empty); JAX's and PyTorch's trace and compile. Later calls replay what it made, and those "
+                  "are the times above.", ""] + first + [""]
     if plot:
         lines += [f"![benchmark plot]({plot})", ""]
     for workload, group in itertools.groupby(done, key=lambda item: item[0].workload):

@@ -49,7 +49,19 @@ def test_w1_to_w4_have_a_compiled_contender_whose_first_call_is_reported(done) -
     assert "compiled, 12 ops: at most 1.3x the floor" in wanted and "compiled: linear in the chain length" in wanted
     assert "tapekit compiled" in "\n".join(report.summary(done))
     first = report.first_calls(done)
-    assert first[0] == "| workload | case | tapekit compiled |" and len(first) == 2 + 5  # W1, W2, W3, W4 twice
+    assert first[0].startswith("| workload | case | tapekit compiled |") and len(first) == 2 + 5  # W1, W2, W3, W4 twice
+
+
+def test_w1_to_w4_have_a_fused_contender_whose_first_call_and_targets_are_reported(done) -> None:
+    import numba  # noqa: F401  (installed with the unit tests: a missing numba fails)
+    for case, results in done:
+        fused = [r for r in results if r.contender == "tapekit fused"]
+        if case.workload in ("W1", "W2", "W3", "W4") and case.time:
+            assert fused and fused[0].extra["first_call"] > 0 and not fused[0].note, case.name
+    wanted = [t.wanted for t in report.targets(done)]
+    assert "fused, 12 ops: at most 0.1x the floor" in wanted and "fused, 12 ops: faster than JAX jit" in wanted
+    assert any(w.startswith("fused, 90 ops: no slower than unfused") for w in wanted)
+    assert report.first_calls(done)[0] == "| workload | case | tapekit compiled | tapekit fused |"
 
 
 def test_w6_merges_in_both_orders_under_each_policy(done) -> None:

@@ -28,13 +28,14 @@ from __future__ import annotations
 
 from typing import Callable
 
-from .errors import CompileError
+from .errors import CompileError, FuseUnavailable
+from .jit import require_numba
 from .program import Compiled
 
-__all__ = ["compile", "Compiled", "CompileError"]
+__all__ = ["compile", "Compiled", "CompileError", "FuseUnavailable"]
 
 
-def compile(fn: Callable) -> Compiled:  # noqa: A001  (as jax.jit and torch.compile are named: tk.compile)
+def compile(fn: Callable, fuse: bool = False) -> Compiled:  # noqa: A001  (as jax.jit and torch.compile are named: tk.compile)
     """``fn`` as a compiled step: the first call runs it eagerly and records its array calls (the
     forward, the backward rules in the order they ran, an optimizer's update); later calls with
     inputs of the same shapes, dtypes and devices run the recorded program on the new arrays,
@@ -46,4 +47,6 @@ def compile(fn: Callable) -> Compiled:  # noqa: A001  (as jax.jit and torch.comp
     inputs alone (they hold tracers until the call ends)."""
     if not callable(fn):
         raise CompileError(f"tk.compile takes a function, got a {type(fn).__name__}")
-    return Compiled(fn)
+    if fuse:
+        require_numba()
+    return Compiled(fn, fuse=bool(fuse))

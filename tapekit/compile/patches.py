@@ -25,7 +25,7 @@ from ..nn.module import Module
 from ..optim import Optimizer
 from ..tensor import Tensor
 from .inputs import Inputs
-from .recorder import Recorder, slots_in
+from .recorder import Recorder
 from .tracer import Tracer, tracers_in
 
 
@@ -87,26 +87,42 @@ class Patches:
         self.rec, self.inputs, self.undo = rec, inputs, []
 
     def __enter__(self) -> "Patches":
+        self._devices()
+        self._emit()
+        self._backward()
+        self._update()
+        return self
+
+    def _swap(self, obj: Any, attr: str, value: Any) -> None:
+        """Set ``obj.attr`` to ``value`` until the recording ends."""
+        had = attr in vars(obj)
+        self.undo.append((obj, attr, vars(obj).get(attr), had))
+        setattr(obj, attr, value)
+
+    def _devices(self) -> None:
+        """Each device's namespace, generator and ``tensor``, recording."""
         rec = self.rec
         for i, dev in enumerate(self.inputs.devices.values()):
             name = rec.bind(dev, "dev")
-            space = "xp" if i == 0 else f"{name}.xp"
             if i == 0:
                 rec.globals["xp"] = dev.xp
-            for attr, value in (("xp", _Namespace(dev.xp, rec, space)),
-                                ("rng", _Generator(dev.rng, rec, name)),
-                                ("tensor", lambda data, dtype=None, name=None, _d=dev, _o=dev.tensor:
-                                 _traced_tensor(_d, _o, data, dtype, name))):
-                had = attr in vars(dev)
-                self.undo.append((dev, attr, vars(dev).get(attr), had))
-                setattr(dev, attr, value)
+            self._swap(dev, "xp", _Namespace(dev.xp, rec, "xp" if i == 0 else f"{name}.xp"))
+            self._swap(dev, "rng", _Generator(dev.rng, rec, name))
+            self._swap(dev, "tensor", lambda data, dtype=None, name=None, _d=dev, _o=dev.tensor:
+                       _traced_tensor(_d, _o, data, dtype, name))
+
+    def _emit(self) -> None:
+        """``emit`` in every tapekit module that imported it: each op's calls grouped under it."""
         from ..ops import core
         real = core.emit
         for module in [m for n, m in list(sys.modules.items()) if n.startswith("tapekit") and m is not None]:
             if getattr(module, "emit", None) is real:
-                self.undo.append((module, "emit", real, True))
-                module.emit = _recording_emit(real, rec)
-        engine = sys.modules["tapekit.backward"]
+                self._swap(module, "emit", _recording_emit(real, self.rec))
+
+    def _backward(self) -> None:
+        """The engine's ``backward`` (and ``tk.backward``): which slots hold gradients, and of which tensor."""
+        rec = self.rec
+        engine, package = sys.modules["tapekit.backward"], sys.modules["tapekit"]
         real_backward = engine.backward
 
         def backward(*args: Any, **kw: Any) -> Gradients:
@@ -116,14 +132,14 @@ class Patches:
                     rec.grad_of.setdefault(arr.slot, tid)
             return grads
 
-        package = sys.modules["tapekit"]
-        self.undo.append((engine, "backward", real_backward, True))
-        engine.backward = backward
+        self._swap(engine, "backward", backward)
         if getattr(package, "backward", None) is real_backward:
-            self.undo.append((package, "backward", real_backward, True))
-            package.backward = backward
+            self._swap(package, "backward", backward)
+
+    def _update(self) -> None:
+        """``Optimizer.update``: an update's calls grouped under it."""
+        rec = self.rec
         real_update = Optimizer.update
-        self.undo.append((Optimizer, "update", real_update, True))
 
         def update(opt: Optimizer, model: Module, grads: Gradients) -> None:
             if not rec.mine():
@@ -134,8 +150,7 @@ class Patches:
             finally:
                 rec.group, rec.mark = outer, len(rec.steps)
 
-        Optimizer.update = update
-        return self
+        self._swap(Optimizer, "update", update)
 
     def __exit__(self, *exc: Any) -> None:
         for obj, attr, value, had in reversed(self.undo):
@@ -157,8 +172,7 @@ def _recording_emit(real: Callable, rec: Recorder) -> Callable:
         for step in reversed(rec.steps[rec.mark:]):  # the calls this op made: those its output and saved need
             if step.group is None and step.out in wanted:
                 step.group = group
-                wanted.update(slots_in(step.args))
-                wanted.update(slots_in(step.kwargs))
+                wanted.update(step.slots)
         rec.mark = len(rec.steps)
         if type(result.data) is Tracer:
             rec.info.setdefault(result.data.slot, info)

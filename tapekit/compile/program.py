@@ -7,9 +7,11 @@ was recorded."""
 
 from __future__ import annotations
 
+import contextlib
 import gc
+import time
 import warnings
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from ..devices import dtype_name
 from ..gradients import Gradients
@@ -17,26 +19,30 @@ from .inputs import Inputs, in_words
 from .patches import RECORDING, Patches
 from .recorder import Recorder
 from .results import build_result, renumber, result_template, unwrap_result
-from .source import generate
+from .source import Built, generate
 from .tracer import Tracer
 
 
 class Program:
     """One recorded call: a Python function of the input arrays, and how to put its results back."""
 
-    def __init__(self, key: tuple, why: str, source: str, run: Callable, writes: list, results: Any,
-                 warned: list, first_seconds: float, steps: int) -> None:
-        self.key, self.why, self.source, self.run = key, why, source, run
+    def __init__(self, key: tuple, why: str, built: Built, writes: list, results: Any, warned: list,
+                 first_seconds: float) -> None:
+        self.key, self.why, self.source, self.steps = key, why, built.source, built.steps
+        self.fused = built.fused  # a ``Fused`` where the step fuses, else None
+        self.run = built.run if self.fused is None else self.fused.run
         self.writes, self.results, self.warned = writes, results, warned
-        self.first_seconds, self.steps = first_seconds, steps
+        self.first_seconds = first_seconds
         self.calls = 0
+        self.takes: list[int] = []
+        self.grads: list = []
 
 
 class Compiled:
     """A step function that records itself once per kind of input and then replays. See ``tk.compile``."""
 
-    def __init__(self, fn: Callable) -> None:
-        self.fn = fn
+    def __init__(self, fn: Callable, fuse: bool = False) -> None:
+        self.fn, self.fuse = fn, fuse
         self.__name__ = getattr(fn, "__name__", "step")
         self.__doc__ = getattr(fn, "__doc__", None)
         self.programs: dict[tuple, Program] = {}
@@ -59,10 +65,7 @@ class Compiled:
         for i, slot in program.writes:
             cells[i].set(outs[slot])
         for g, (entries, slots, meta) in zip(inputs.grads, program.grads):
-            values = iter(slots)
-            g._arrays = {tid: outs[next(values)] if value is None else value for tid, value in entries}
-            g.leaves, g._owned, g._clean, g._partial, g._why = meta[0], set(meta[1]), set(meta[2]), set(meta[3]), dict(meta[4])
-            g._ran = None
+            _refill(g, entries, iter(slots), meta, outs)
         for message, category in program.warned:
             warnings.warn(message, category, stacklevel=2)
         ids = {old: t.id for old, t in zip(program.results[1], inputs.arg_tensors)}
@@ -70,22 +73,35 @@ class Compiled:
 
     # -- recording -------------------------------------------------------------------------------------
     def _record(self, inputs: Inputs, args: tuple, kwargs: dict) -> Any:
-        import time
         start = time.perf_counter()
         rec = Recorder(self.__name__)
+        tracers = _swap_in_tracers(rec, inputs)
+        # a recording makes many small objects and frees none: the collector would walk them all, again and again
+        with _collector_paused():
+            result, ends, grads_after, warned = self._run_traced(rec, inputs, args, kwargs)
+        for message, category in warned:
+            warnings.warn(message, category, stacklevel=2)
+        writes = [(i, end.slot) for i, (t, end) in enumerate(zip(tracers, ends))
+                  if type(end) is Tracer and end is not t]
+        template, outputs = result_template(result, inputs.arg_tensors)
+        needed = [slot for _, slot in writes] + outputs + [slot for state in grads_after for slot in state[1]]
+        with _collector_paused():
+            built = generate(rec, tracers, needed, self.__name__, inputs, len(self.history) + 1, self.fuse)
+        slot_of = {slot: n for n, slot in enumerate(dict.fromkeys(needed))}
+        program = Program(inputs.frozen, self._why(inputs.frozen), built, [(i, slot_of[s]) for i, s in writes],
+                          (renumber(template, slot_of), [t.id for t in inputs.arg_tensors]), warned,
+                          time.perf_counter() - start)
+        program.takes = [i for i, a in enumerate(inputs.alias) if a == i]
+        program.grads = [(entries, [slot_of[s] for s in slots], meta) for entries, slots, meta in grads_after]
+        self.programs[inputs.frozen] = program
+        self.history.append(program)
+        self.last = program
+        return unwrap_result(result)
+
+    def _run_traced(self, rec: Recorder, inputs: Inputs, args: tuple, kwargs: dict) -> tuple:
+        """Run ``fn`` on the tracers with the patches on; put the real arrays back however it ends.
+        Its result, what each cell ends holding, the gradient buffers' state, the warnings."""
         cells = inputs.cells
-        first: dict[int, Tracer] = {}
-        tracers = []
-        for i, cell in enumerate(cells):
-            value = cell.get()
-            t = first.get(inputs.alias[i])
-            if t is None:
-                t = first[i] = rec.slot(value, "input")
-            tracers.append(t)
-            cell.set(t)
-        warned: list = []
-        collecting = gc.isenabled()
-        gc.disable()  # a recording makes many small objects and frees none: the collector would walk them all, again and again
         try:
             with warnings.catch_warnings(record=True) as caught, Patches(rec, inputs):
                 warnings.simplefilter("always")
@@ -97,34 +113,7 @@ class Compiled:
                 cell.set(end.a if type(end) is Tracer else end)
             grads_after = [_grads_state(g) for g in inputs.grads]
             _release_state(inputs)
-            if collecting:
-                gc.enable()
-        for message, category in warned:
-            warnings.warn(message, category, stacklevel=2)
-        writes = []
-        for i, (t, end) in enumerate(zip(tracers, ends)):
-            if type(end) is Tracer and end is not t:
-                writes.append((i, end.slot))
-        arg_ids = [t.id for t in inputs.arg_tensors]
-        template, outputs = result_template(result, inputs.arg_tensors)
-        grad_slots = [slot for state in grads_after for slot in state[1]]
-        needed = [slot for _, slot in writes] + outputs + grad_slots
-        gc.disable()
-        try:
-            source, run, nsteps = generate(rec, tracers, needed, self.__name__, inputs, len(self.history) + 1)
-        finally:
-            if collecting:
-                gc.enable()
-        slot_of = {slot: n for n, slot in enumerate(dict.fromkeys(needed))}
-        program = Program(inputs.frozen, self._why(inputs.frozen), source, run,
-                          [(i, slot_of[s]) for i, s in writes], (renumber(template, slot_of), arg_ids),
-                          warned, time.perf_counter() - start, nsteps)
-        program.takes = [i for i, a in enumerate(inputs.alias) if a == i]
-        program.grads = [(entries, [slot_of[s] for s in slots], meta) for entries, slots, meta in grads_after]
-        self.programs[inputs.frozen] = program
-        self.history.append(program)
-        self.last = program
-        return unwrap_result(result)
+        return result, ends, grads_after, warned
 
     def _why(self, key: tuple) -> str:
         if not self.history:
@@ -142,17 +131,31 @@ class Compiled:
     # -- what it holds ----------------------------------------------------------------------------------
     @property
     def source(self) -> str:
-        """The Python source of the program the last call ran (or recorded)."""
+        """The Python source of the program the last call ran (or recorded), unfused."""
         if self.last is None:
             return f"# {self.__name__} has not been called yet: the first call records its program"
         return self.last.source
 
+    @property
+    def fused_source(self) -> str:
+        """The fused program the last call ran (or recorded): its loops, each statement's comment
+        naming its record, their wrappers, and the program that calls them between numpy's calls."""
+        if not self.fuse:
+            return f"# {self.__name__} is compiled without fuse=True: its program is step.source"
+        if self.last is None:
+            return f"# {self.__name__} has not been called yet: the first call records and fuses its program"
+        return self.last.fused.source
+
     def __repr__(self) -> str:
         n = len(self.history)
-        lines = [f"<tk.compile of {self.__name__}: {n} program{'s' if n != 1 else ''}"]
+        fused = ", fused" if self.fuse else ""
+        lines = [f"<tk.compile of {self.__name__}{fused}: {n} program{'s' if n != 1 else ''}"]
         for i, p in enumerate(self.history, 1):
+            compiled = "" if p.fused is None else f", of which compiling loops {p.fused.seconds:.2f} s"
             lines.append(f"  #{i}: {p.steps} array calls, recorded because of {p.why} "
-                         f"(record + build {p.first_seconds * 1e3:.1f} ms), replayed {p.calls} times")
+                         f"(record + build {p.first_seconds * 1e3:.1f} ms{compiled}), "
+                         f"replayed {p.calls} time{'s' if p.calls != 1 else ''}")
+            lines += [f"      {line}" for line in ([] if p.fused is None else p.fused.summary())]
         return "\n".join(lines) + ">"
 
 
@@ -169,6 +172,38 @@ def _short(value: Any) -> str:
         return f"{dtype_name(dtype)} {tuple(shape)}"
     text = repr(value[0] if isinstance(value, tuple) and len(value) == 1 else value)
     return text if len(text) <= 80 else text[:77] + "..."
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _swap_in_tracers(rec: Recorder, inputs: Inputs) -> list[Tracer]:
+    """Put a tracer in every input cell (one per array: cells that hold the same array share it)."""
+    first: dict[int, Tracer] = {}
+    tracers = []
+    for i, cell in enumerate(inputs.cells):
+        value = cell.get()
+        t = first.get(inputs.alias[i])
+        if t is None:
+            t = first[i] = rec.slot(value, "input")
+        tracers.append(t)
+        cell.set(t)
+    return tracers
+
+
+def _refill(g: Gradients, entries: list, slots: Iterator[int], meta: tuple, outs: tuple) -> None:
+    """A gradient buffer made outside the step, as the recording left it, with this replay's arrays."""
+    g._arrays = {tid: outs[next(slots)] if value is None else value for tid, value in entries}
+    g.leaves, g._owned, g._clean, g._partial, g._why = meta[0], set(meta[1]), set(meta[2]), set(meta[3]), dict(meta[4])
+    g._ran = None
 
 
 def _grads_state(g: Gradients) -> tuple:

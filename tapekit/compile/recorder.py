@@ -18,7 +18,7 @@ import numpy as np
 from ..callsite import code_at, place
 from ..tensor import Tensor
 from .errors import CompileError
-from .tracer import Tracer, is_array, nested, tracers_in
+from .tracer import Tracer, is_array, nested
 
 
 class Ref:
@@ -33,12 +33,20 @@ class Ref:
 class Step:
     """One line of the program: ``out = head(args, kwargs)`` in one of a few forms (``kind``)."""
 
-    __slots__ = ("kind", "head", "args", "kwargs", "out", "asarray", "effect", "group")
+    __slots__ = ("kind", "head", "args", "kwargs", "out", "asarray", "effect", "group", "slots")
 
     def __init__(self, kind: str, head: str, args: tuple, kwargs: dict, out: int | None, asarray: bool,
-                 effect: bool, group: Any) -> None:
+                 effect: bool, group: Any, slots: tuple[int, ...]) -> None:
         self.kind, self.head, self.args, self.kwargs, self.out = kind, head, args, kwargs, out
-        self.asarray, self.effect, self.group = asarray, effect, group
+        self.asarray, self.effect, self.group, self.slots = asarray, effect, group, slots
+
+    def reads(self) -> tuple[int, ...]:
+        """The slots the step reads (its ``Ref``s, however nested, found once when it was noted)."""
+        return self.slots
+
+    def writes(self) -> tuple[int, ...]:
+        """The slots the step writes."""
+        return () if self.out is None else (self.out,)
 
 
 class Recorder:
@@ -81,46 +89,67 @@ class Recorder:
             self.keep.append(obj)
         return name
 
-    def template(self, value: Any) -> Any:
+    def split(self, value: Any, traced: list, refs: list) -> tuple[Any, Any]:
+        """``value`` with its tracers' real arrays, and its template (a ``Ref`` for each tracer and
+        each constant, an array made outside the program), noting the tracers and the slots found."""
         t = type(value)
         if t is Tracer:
-            return Ref(value.slot)
+            traced.append(value)
+            refs.append(value.slot)
+            return value.a, Ref(value.slot)
+        if t in _PLAIN:
+            return value, value
         if t is tuple or t is list:
-            return t(self.template(v) for v in value)
+            pairs = [self.split(v, traced, refs) for v in value]
+            return t([p[0] for p in pairs]), t([p[1] for p in pairs])
         if t is dict:
-            return {k: self.template(v) for k, v in value.items()}
+            pairs = {k: self.split(v, traced, refs) for k, v in value.items()}
+            return {k: p[0] for k, p in pairs.items()}, {k: p[1] for k, p in pairs.items()}
         if t is slice:
-            return slice(self.template(value.start), self.template(value.stop), self.template(value.step))
-        if is_array(value):  # an array made outside the program: a constant
-            slot = self.consts.get(id(value))
-            if slot is None:
-                snapshot = _copy(value)
-                self.keep.append(value)
-                slot = self.consts[id(value)] = self.slot(snapshot, "const").slot
-            return Ref(slot)
-        return value
+            parts = [self.split(v, traced, refs) for v in (value.start, value.stop, value.step)]
+            return slice(*[p[0] for p in parts]), slice(*[p[1] for p in parts])
+        if is_array(value):
+            refs.append(self._constant(value))
+            return value, Ref(refs[-1])
+        return value, value
+
+    def _constant(self, value: Any) -> int:
+        """The slot of an array made outside the program, as first seen (a copy: the program may write into it)."""
+        slot = self.consts.get(id(value))
+        if slot is None:
+            snapshot = _copy(value)
+            self.keep.append(value)
+            slot = self.consts[id(value)] = self.slot(snapshot, "const").slot
+        return slot
 
     def call(self, kind: str, head: str, fn: Callable, args: tuple, kwargs: dict) -> Any:
         """Compute ``fn(*args, **kwargs)`` on the real arrays and note it as a step."""
-        real_args, real_kw = _unwrap(args), _unwrap(kwargs)
         if self.depth or not self.mine():
-            return fn(*real_args, **real_kw)
-        templates = self.template(args), self.template(kwargs)  # before the call: a constant it writes into is kept as it was
+            return fn(*_unwrap(args), **_unwrap(kwargs))
+        traced: list[Tracer] = []
+        refs: list[int] = []
+        # templated before the call: a constant it writes into is kept as it was
+        real_args, arg_templates = self.split(args, traced, refs)
+        real_kw, kw_templates = self.split(kwargs, traced, refs)
         self.depth += 1
         try:
             res = fn(*real_args, **real_kw)
         finally:
             self.depth -= 1
-        traced = list(tracers_in(args)) + list(tracers_in(kwargs))
-        effect = kind in ("iop", "setitem") or "out" in kwargs or head.endswith(".at")
+        note = _Noting(self, kind, head, arg_templates, kw_templates, tuple(refs))
+        effect = kind == "iop" or kind == "setitem" or "out" in kwargs or head.endswith(".at")
+        return self._result(note, res, traced, effect)
+
+    def _result(self, note: "_Noting", res: Any, traced: list, effect: bool) -> Any:
+        """What a call returns while recording (a tracer for an array), its step noted."""
         same = next((t for t in traced if t.a is res), None) if res is not None else None
         if same is not None:  # the result is an operand: in place (recorded) or an alias (nothing to do)
             if effect:
-                self._note(kind, head, templates, same.slot, False, True)
+                note(same.slot, False, True)
             return same
         if res is None:
-            if effect or kind == "call" or kind == "method":
-                self._note(kind, head, templates, None, False, True)
+            if effect or note.kind == "call" or note.kind == "method":
+                note(None, False, True)
             return None
         asarray = False
         if is_array(res):
@@ -128,16 +157,13 @@ class Recorder:
                 res, asarray = np.asarray(res), True
         elif isinstance(res, (tuple, list)) and res and all(is_array(r) for r in res):
             whole = self.slot(res, "step")
-            self._note(kind, head, templates, whole.slot, False, effect)
+            note(whole.slot, False, effect)
             return type(res)(self.call("getitem", "", operator.getitem, (whole, i), {}) for i in range(len(res)))
         elif not (traced and isinstance(res, numbers.Number)):
             return res  # a dtype, a shape, a flag: static
         out = self.slot(res, "step")
-        self._note(kind, head, templates, out.slot, asarray, effect)
+        note(out.slot, asarray, effect)
         return out
-
-    def _note(self, kind: str, head: str, templates: tuple, out: int | None, asarray: bool, effect: bool) -> None:
-        self.steps.append(Step(kind, head, templates[0], templates[1], out, asarray, effect, self.group))
 
     def read(self, tracer: Tracer, how: str, read: Callable) -> Any:
         """A value read while recording: tapekit's own checks get the value (fixed in the program);
@@ -157,6 +183,22 @@ class Recorder:
             f"inside it cannot see values: a read would be frozen at the first call's value. Move the read out "
             f"of {self.fn_name}: return the tensor and read it after the call (loss = step(x); "
             f"print(float(loss))), or compute a branch on values with tk.where(cond, a, b).")
+
+
+_PLAIN = frozenset({int, float, bool, str, type(None), type(Ellipsis)})
+
+
+class _Noting:
+    """A call about to be noted as a step, once its result is known."""
+
+    __slots__ = ("rec", "kind", "head", "args", "kwargs", "slots")
+
+    def __init__(self, rec: Recorder, kind: str, head: str, args: Any, kwargs: Any, slots: tuple) -> None:
+        self.rec, self.kind, self.head, self.args, self.kwargs, self.slots = rec, kind, head, args, kwargs, slots
+
+    def __call__(self, out: int | None, asarray: bool, effect: bool) -> None:
+        self.rec.steps.append(Step(self.kind, self.head, self.args, self.kwargs, out, asarray, effect,
+                                   self.rec.group, self.slots))
 
 
 _READ_NAMES = {"__bool__": "bool() of a tensor (an `if` or `while` on it)", "__float__": "float() of a tensor",

@@ -25,68 +25,125 @@ _IDENT = re.compile(r"[^0-9a-zA-Z_]+")
 _RESERVED = {"np", "xp", "asarray", "copy_of"}
 
 
-def generate(rec: Recorder, tracers: list, needed: list, fn_name: str, inputs: Inputs, number: int) -> tuple:
-    """The program as Python source, compiled: ``run(*inputs) -> (needed values...)``."""
-    # keep the steps whose results are used (or that change something); drop the rest
+class Built:
+    """What ``generate`` makes: the program's source, its compiled function, its number of array
+    calls, and, fused, the same three for the fused program and its runs."""
+
+    def __init__(self, source: str, run: Callable, steps: int) -> None:
+        self.source, self.run, self.steps = source, run, steps
+        self.fused: Any = None  # a ``fuse.Fused`` where the step is compiled with fuse=True
+
+
+def generate(rec: Recorder, tracers: list, needed: list, fn_name: str, inputs: Inputs, number: int,
+             fuse: bool = False) -> Built:
+    """The program as Python source, compiled: ``run(*inputs) -> (needed values...)``; and fused
+    (``fuse=True``), the same with its runs of elementwise calls as compiled loops."""
+    kept, live = _live_steps(rec.steps, needed)
+    writer = Writer(rec, inputs, tracers, needed, fn_name, number)
+    writer.prelude = _constants(rec, kept, live, writer.names)
+    built = Built(*writer.write(kept), len(kept))
+    if fuse:
+        from .fuse import fuse_program
+        built.fused = fuse_program(writer, kept, (built.source, built.run))
+    return built
+
+
+def _live_steps(steps: list[Step], needed: list) -> tuple[list[Step], set]:
+    """The steps whose results are used or that change something, in order, and the slots they read."""
     live = set(needed)
     kept = []
-    for step in reversed(rec.steps):
+    for step in reversed(steps):
         if step.effect or step.out in live:
             kept.append(step)
-            live.update(slots_in(step.args))
-            live.update(slots_in(step.kwargs))
+            live.update(step.reads())
             if step.effect and step.out is not None:
                 live.add(step.out)
     kept.reverse()
-    names = _names_of(rec, inputs, tracers)
-    lines = []
-    params = list(dict.fromkeys(names[t.slot] for t in tracers))
+    return kept, live
+
+
+def _constants(rec: Recorder, kept: list[Step], live: set, names: dict) -> list[str]:
+    """The program's constants as globals; the lines that copy those it writes into."""
     consts = [s for s in sorted(live) if rec.kinds[s] == "const"]
     mutated = {s.out for s in kept if s.effect and s.out is not None} | {
         s.args[0].slot for s in kept if s.effect and s.args and type(s.args[0]) is Ref}
     for step in reversed(kept):  # what a written array may be a view of may be written too (a copy too many is harmless)
         if not step.effect and step.out in mutated:
             mutated.update(slots_in(step.args))
+    lines = []
     for s in consts:
         rec.globals[f"_{names[s]}"] = rec.values[s]
         if s in mutated:
             lines.append(f"{names[s]} = copy_of(_{names[s]})  # a constant this program writes into: a fresh copy")
         else:
             rec.globals[names[s]] = rec.values[s]
+    return lines
+
+
+class Writer:
+    """Writes a list of steps (and fused runs) as the program's source, and compiles it."""
+
+    def __init__(self, rec: Recorder, inputs: Inputs, tracers: list, needed: list, fn_name: str, number: int) -> None:
+        self.rec, self.fn_name, self.number, self.needed = rec, fn_name, number, needed
+        self.names = _names_of(rec, inputs, tracers)
+        self.params = list(dict.fromkeys(self.names[t.slot] for t in tracers))
+        self.outs = [self.names[s] for s in dict.fromkeys(needed)]
+        self.tensors = _tensor_names(rec, inputs, tracers, self.names)
+        self.big = {self.names[slot] for slot, value in enumerate(rec.values) if is_array(value)
+                    and getattr(value, "size", 0) * getattr(value.dtype, "itemsize", 8) >= BIG}
+        self.prelude: list[str] = []
+        self.main = f"{_ident(fn_name)}_program_{number}"
+
+    def called(self, tid: int) -> str:
+        """A tensor's name in the program's comments."""
+        return self.tensors.get(tid) or label(tid)
+
+    def comment(self, step: Step) -> str:
+        """The comment of a step's line: the op or rule it belongs to."""
+        return _comment(step.group, self.called)
+
+    def write(self, items: list, space: dict | None = None, heading: str = "") -> tuple[str, Callable]:
+        """The source of ``items`` and its compiled function (``space``: more globals it names)."""
+        rec = self.rec
+        body = _body(items, rec, self.names, self.called)
+        devices = ", ".join(f"{name} = {rec.globals[name]!r}" for name in rec.globals if name.startswith("dev"))
+        text = [f"# {self.fn_name}, recorded by tk.compile: {_count(items)} array calls; {devices}{heading}"]
+        if len(items) <= PART:
+            text += _function(self.main, self.params, self.prelude + _freeing(body, items, self.names, self.big,
+                                                                               set(self.outs)), self.outs)
+        else:  # a long program in parts: Python's tools (tracebacks, tracemalloc) slow down on huge functions
+            text += _parts(self.main, self.params, self.prelude, body, items, self.names, self.outs, self.big)
+        source = "\n".join(text) + "\n"
+        globals_ = dict(rec.globals) | (space or {})
+        exec(builtins.compile(source, f"<tk.compile {self.fn_name} #{self.number}>", "exec"), globals_)
+        return source, globals_[self.main]
+
+
+def _count(items: list) -> int:
+    return sum(1 if type(item) is Step else len(item.steps) for item in items)
+
+
+def _tensor_names(rec: Recorder, inputs: Inputs, tracers: list, names: dict) -> dict[int, str]:
+    """Tensor id -> the name of its variable in the program, for the comments."""
     tensors = {info[3]: names[slot] for slot, info in rec.info.items()}
     for cell, t in zip(inputs.cells, tracers):
         if isinstance(cell.obj, Tensor):
             tensors.setdefault(cell.obj.id, names[t.slot])
-    body = _body(kept, rec, names, tensors)
-    big = {names[slot] for slot, value in enumerate(rec.values) if is_array(value)
-           and getattr(value, "size", 0) * getattr(value.dtype, "itemsize", 8) >= BIG}
-    outs = [names[s] for s in dict.fromkeys(needed)]
-    main = f"{_ident(fn_name)}_program_{number}"
-    devices = ", ".join(f"{name} = {rec.globals[name]!r}" for name in rec.globals if name.startswith("dev"))
-    text = [f"# {fn_name}, recorded by tk.compile: {len(kept)} array calls; {devices}"]
-    if len(kept) <= PART:
-        text += _function(main, params, lines + _freeing(body, kept, names, big, set(outs)), outs)
-    else:  # a long program in parts: Python's tools (tracebacks, tracemalloc) slow down on huge functions
-        text += _parts(main, params, lines, body, kept, names, outs, big)
-    source = "\n".join(text) + "\n"
-    space = dict(rec.globals)
-    exec(builtins.compile(source, f"<tk.compile {fn_name} #{number}>", "exec"), space)
-    return source, space[main], len(kept)
+    return tensors
 
 
 BIG = 1 << 16  # bytes from which an array is let go (``del``) right after its last use, as eager code would
 
 
-def _freeing(entries: list, kept: list[Step], names: dict, big: set, keep: set) -> list[str]:
+def _freeing(entries: list, items: list, names: dict, big: set, keep: set) -> list[str]:
     """The lines of ``entries``, each big array let go after the last line that uses it: a program
     that held every intermediate to its end would need more memory than the eager step it replays,
     and fresh memory is slow (the operating system hands it out page by page)."""
     last: dict[str, int] = {}
     for j, (i, _) in enumerate(entries):
         if i is not None:
-            step = kept[i]
-            for slot in [*slots_in(step.args), *slots_in(step.kwargs), step.out]:
-                if slot is not None and names[slot] in big:
+            for slot in [*items[i].reads(), *items[i].writes()]:
+                if names[slot] in big:
                     last[names[slot]] = j
     ends: dict[int, list[str]] = {}
     for name, j in last.items():
@@ -108,34 +165,12 @@ def _function(name: str, params: list[str], lines: list[str], outs: list[str]) -
     return [f"def {name}({', '.join(params)}):"] + ["    " + line if line else "" for line in lines] + [ret]
 
 
-def _parts(main: str, params: list[str], prelude: list[str], body: list, kept: list[Step], names: dict,
+def _parts(main: str, params: list[str], prelude: list[str], body: list, items: list, names: dict,
            outs: list[str], big: set) -> list[str]:
     """A long program as functions of at most ``PART`` array calls each, and one that calls them
     in turn, passing on the values that later parts read."""
-    chunks: list[list] = [[]]
-    count = 0
-    for entry in body:
-        if entry[0] is not None:
-            if count == PART:
-                chunks.append([])
-                count = 0
-            count += 1
-        chunks[-1].append(entry)
-    reads: list[set] = []
-    writes: list[set] = []
-    for chunk in chunks:
-        r: set = set()
-        w: set = set()
-        for i, _ in chunk:
-            if i is None:
-                continue
-            step = kept[i]
-            r.update(names[s] for s in slots_in(step.args))
-            r.update(names[s] for s in slots_in(step.kwargs))
-            if step.out is not None:
-                w.add(names[step.out])
-        reads.append(r)
-        writes.append(w)
+    chunks = _chunks(body)
+    reads, writes = _reads_and_writes(chunks, items, names)
     available = set(params) | {line.split(" = ")[0] for line in prelude}
     last_read = dict.fromkeys(outs, len(chunks))  # the last part that reads each value (the end for results)
     for k, r in enumerate(reads):
@@ -147,12 +182,37 @@ def _parts(main: str, params: list[str], prelude: list[str], body: list, kept: l
     for k, chunk in enumerate(chunks):
         args = sorted((reads[k] | writes[k]) & available)
         results = sorted(name for name in writes[k] if last_read.get(name, -1) > k)
-        text += _function(f"{main}_part{k + 1}", args, _freeing(chunk, kept, names, big, set(results)), results)
+        text += _function(f"{main}_part{k + 1}", args, _freeing(chunk, items, names, big, set(results)), results)
         text.append("")
         call = f"{main}_part{k + 1}({', '.join(args)})"
         calls.append(f"{', '.join(results)}{',' if len(results) == 1 else ''} = {call}" if results else call)
         available |= writes[k]
     return text + _function(main, params, prelude + calls, outs)
+
+
+def _chunks(body: list) -> list[list]:
+    """The body's lines cut into parts of at most ``PART`` array calls."""
+    chunks: list[list] = [[]]
+    count = 0
+    for entry in body:
+        if entry[0] is not None:
+            if count == PART:
+                chunks.append([])
+                count = 0
+            count += 1
+        chunks[-1].append(entry)
+    return chunks
+
+
+def _reads_and_writes(chunks: list[list], items: list, names: dict) -> tuple[list[set], list[set]]:
+    """The names each part reads, and those it assigns."""
+    reads: list[set] = []
+    writes: list[set] = []
+    for chunk in chunks:
+        found = [items[i] for i, _ in chunk if i is not None]
+        reads.append({names[s] for item in found for s in item.reads()})
+        writes.append({names[s] for item in found for s in item.writes()})
+    return reads, writes
 
 
 def _ident(text: str) -> str:
@@ -251,7 +311,7 @@ def _comment(group: Any, called: Callable[[int], str]) -> str:
     return f"  # {text}"
 
 
-def _phases(steps: list[Step]) -> list[str]:
+def _phases(steps: list) -> list[str]:
     """forward, backward or update for each step: a step of no op, rule or update (the engine's sums,
     the seed) belongs with the grouped step before it, or with the backward that follows the forward."""
     kinds = {"op": "forward", "rule": "backward", "update": "update"}
@@ -269,52 +329,56 @@ def _phases(steps: list[Step]) -> list[str]:
     return out
 
 
-def _body(steps: list[Step], rec: Recorder, names: dict, tensors: dict) -> list[tuple[int | None, str]]:
-    """The lines of the program: (the index of the step, or None for a heading, the line)."""
+_TITLES = {"forward": "forward: the ops, in the order they ran",
+           "backward": "backward: the rules, newest record first, and the sums of gradients",
+           "update": "update: the optimizer's step"}
+
+
+def _body(items: list, rec: Recorder, names: dict, called: Callable[[int], str]) -> list[tuple[int | None, str]]:
+    """The lines of the program: (the index of the item, or None for a heading, the line)."""
     lines: list[tuple[int | None, str]] = []
-
-    def called(tid: int) -> str:
-        return tensors.get(tid) or label(tid)
-
     phase = None
-    phases = _phases(steps)
-    for i, step in enumerate(steps):
-        now = phases[i]
+    for i, (item, now) in enumerate(zip(items, _phases(items))):
         if now != phase:
-            title = {"forward": "forward: the ops, in the order they ran",
-                     "backward": "backward: the rules, newest record first, and the sums of gradients",
-                     "update": "update: the optimizer's step"}[now]
-            lines += ([(None, "")] if lines else []) + [(None, f"# {title}")]
+            lines += ([(None, "")] if lines else []) + [(None, f"# {_TITLES[now]}")]
             phase = now
-        args = [_render(a, rec, names) for a in step.args]
-        kwargs = [f"{k}={_render(v, rec, names)}" for k, v in step.kwargs.items()]
-        out = names[step.out] if step.out is not None else None
-        k = step.kind
-        if k == "binop":
-            expr = f"{args[0]} {step.head} {args[1]}"
-        elif k == "unop":
-            expr = f"abs({args[0]})" if step.head == "abs" else f"{step.head}{args[0]}"
-        elif k == "iop":
-            expr = None
-            line = f"{args[0]} {step.head}= {args[1]}"
-        elif k == "getitem":
-            expr = f"{args[0]}[{_index(step.args[1], rec, names)}]"
-        elif k == "setitem":
-            expr = None
-            line = f"{args[0]}[{_index(step.args[1], rec, names)}] = {args[2]}"
-        elif k == "getattr":
-            expr = f"{args[0]}.{step.head}"
-        elif k == "method":
-            expr = f"{args[0]}.{step.head}({', '.join(args[1:] + kwargs)})"
-        else:
-            expr = f"{step.head}({', '.join(args + kwargs)})"
-        if expr is not None:
-            if step.asarray:
-                expr = f"asarray({expr})"
-            line = f"{out} = {expr}" if out is not None else expr
-        comment = _comment(step.group, called)
-        nxt = steps[i + 1].group if i + 1 < len(steps) else None
-        if comment and nxt is step.group:  # one comment per op or rule, on its last line
+        if type(item) is not Step:  # a fused run: one call of its loops
+            lines.append((i, item.line))
+            continue
+        comment = _comment(item.group, called)
+        nxt = items[i + 1].group if i + 1 < len(items) else None
+        if comment and nxt is item.group:  # one comment per op or rule, on its last line
             comment = ""
-        lines.append((i, line + comment))
+        lines.append((i, _line(item, rec, names) + comment))
     return lines
+
+
+def _line(step: Step, rec: Recorder, names: dict) -> str:
+    """A step as one line of Python."""
+    args = [_render(a, rec, names) for a in step.args]
+    k = step.kind
+    if k == "iop":
+        return f"{args[0]} {step.head}= {args[1]}"
+    if k == "setitem":
+        return f"{args[0]}[{_index(step.args[1], rec, names)}] = {args[2]}"
+    expr = _expression(step, args, rec, names)
+    if step.asarray:
+        expr = f"asarray({expr})"
+    return f"{names[step.out]} = {expr}" if step.out is not None else expr
+
+
+def _expression(step: Step, args: list[str], rec: Recorder, names: dict) -> str:
+    """The expression a step computes, its arguments rendered."""
+    k = step.kind
+    kwargs = [f"{key}={_render(v, rec, names)}" for key, v in step.kwargs.items()]
+    if k == "binop":
+        return f"{args[0]} {step.head} {args[1]}"
+    if k == "unop":
+        return f"abs({args[0]})" if step.head == "abs" else f"{step.head}{args[0]}"
+    if k == "getitem":
+        return f"{args[0]}[{_index(step.args[1], rec, names)}]"
+    if k == "getattr":
+        return f"{args[0]}.{step.head}"
+    if k == "method":
+        return f"{args[0]}.{step.head}({', '.join(args[1:] + kwargs)})"
+    return f"{step.head}({', '.join(args + kwargs)})"
