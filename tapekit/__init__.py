@@ -7,8 +7,8 @@ from .check import GradCheck, check_grads
 from .devices import Cpu, Cuda, Device
 from .errors import (AxisError, BackwardError, DeviceMismatchError, DeviceUnavailableError, DTypeError,
                      GradientCheckError, IncompleteTapeWarning, IndexingError, InvalidArgumentError,
-                     MissingGradientError, ModelFileError, NonFiniteError, OperandError, SecondOrderError, ShapeError, TapeConsumedError, TapeError, TapekitError,
-                     TapeMovedError, TapePolicyError, UnusedParamsError)
+                     MissingGradientError, ModelFileError, NonFiniteError, OperandError, SecondOrderError, ShapeError,
+                     TapeConsumedError, TapeError, TapekitError, TapeMovedError, TapePolicyError, UnusedParamsError)
 from .forward import jacfwd, jvp
 from .gradients import Gradients
 from .inspect import explain, tapes
@@ -35,11 +35,12 @@ def __getattr__(name: str):
 
 
 __all__ = [
-    "Cpu", "Cuda", "Device", "Tensor", "Gradients", "backward", "jvp", "jacfwd", "detect_anomaly", "check_grads", "GradCheck", "explain", "tapes",
-    "nn", "optim", "compile", "CompileError", "grad", "vjp", "jacobian", "hessian", "hvp",
+    "Cpu", "Cuda", "Device", "Tensor", "Gradients", "backward", "detect_anomaly", "check_grads", "GradCheck",
+    "explain", "tapes", "nn", "optim", "compile", "CompileError",
+    "jvp", "jacfwd", "grad", "vjp", "jacobian", "hessian", "hvp",
     "Tape", "NoneTape", "OwnedTape", "ArcTape", "UnionTape", "GlobalTape",
     "TapekitError", "ShapeError", "AxisError", "IndexingError", "DeviceMismatchError", "DeviceUnavailableError",
-    "DTypeError", "InvalidArgumentError", "OperandError", "TapeError", "TapeMovedError", "TapeConsumedError", "TapePolicyError",
-    "BackwardError", "SecondOrderError", "NonFiniteError", "MissingGradientError", "UnusedParamsError", "ModelFileError", "GradientCheckError",
-    "IncompleteTapeWarning",
+    "DTypeError", "InvalidArgumentError", "OperandError", "TapeError", "TapeMovedError", "TapeConsumedError",
+    "TapePolicyError", "BackwardError", "SecondOrderError", "NonFiniteError", "MissingGradientError",
+    "UnusedParamsError", "ModelFileError", "GradientCheckError", "IncompleteTapeWarning",
 ] + _losses.__all__ + _ops.__all__
