@@ -59,7 +59,17 @@ def drop_object_base(app, name: str, obj: object, options: dict, bases: list) ->
         bases.clear()
 
 
+def skip_foreign_member(app, what: str, name: str, obj: object, skip: bool, options: dict) -> bool | None:
+    """A class's members written outside tapekit are not documented here (matplotlib gives every
+    subclass of its figures a ``set`` of its own, whose docstring uses matplotlib's own roles)."""
+    module = getattr(obj, "__module__", None) or ""
+    if what == "class" and callable(obj) and not module.startswith("tapekit"):
+        return True
+    return None
+
+
 def setup(app):
     app.add_directive("tapekit-names", TapekitNames)
     app.connect("autodoc-process-bases", drop_object_base)
+    app.connect("autodoc-skip-member", skip_foreign_member)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -67,8 +67,10 @@ def emit(name: str, out: Any, inputs: Sequence[Any], rules: Sequence[Callable], 
         rec.links = saved_links(saved, inputs, made)
     tape = result._tape = tapes[0] if len(tapes) == 1 else merge_tapes(tapes, f"#{rid} {name}")
     tape._record(rec)
-    if tape.moves:
-        _spend_handles(inputs, rec)
+    if tape.moves:  # an OwnedTape: the op took it, so the operands' handles are spent
+        for t in inputs:
+            if type(t) is Tensor and t._tape is not None:
+                t._tape = MovedTape(t.id, rec)
     return forward.carry(result, name, inputs, rules, saved, jvp) if forward.on else result
 
 
@@ -91,14 +93,6 @@ def _make_record(rid: int, name: str, inputs: Sequence[Any], rules: Sequence[Cal
     if anomaly.on:
         anomaly.remember(rec)
     return rec
-
-
-def _spend_handles(inputs: Sequence[Any], rec: Record) -> None:
-    """Under a policy that moves tapes (OwnedTape), op ``rec`` took its operands' tapes: their
-    handles can no longer record, and say so when used."""
-    for t in inputs:
-        if type(t) is Tensor and t._tape is not None:
-            t._tape = MovedTape(t.id, rec)
 
 
 _shapes: dict[tuple, tuple] = {}  # every (operand shapes, output shape) seen, kept once
