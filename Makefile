@@ -43,8 +43,8 @@ $(VENV)/.test-installed: $(BIN)/python pyproject.toml $(VENV)/.modules
 	$(QUIET_LAB)
 	touch $@
 
-$(VENV)/.docs-installed: $(BIN)/python pyproject.toml
-	$(BIN)/pip install -q -e '.[docs]'
+$(VENV)/.docs-installed: $(BIN)/python pyproject.toml $(VENV)/.modules
+	$(BIN)/pip install -q $(EDITABLE) -e '.[docs]'
 	touch $@
 
 # The peers of the `bench` extra in pyproject.toml, installed one by one: one that cannot be installed
