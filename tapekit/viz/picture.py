@@ -200,10 +200,11 @@ def _compose_png(rows: Sequence[Sequence[bytes]]) -> bytes:
 
 def img_html(document: str, alt: str = "op DAG") -> str:
     """An SVG document as an HTML ``<img>`` of it, which every notebook viewer shows, trusted or not
-    (JupyterLab, GitHub, nbviewer): no wider than its container, never wider than it was drawn."""
+    (JupyterLab, GitHub, nbviewer), at the size it was drawn: one wider than its container scrolls
+    in its own box rather than shrinking its text below 10 pt, as an SVG output does in JupyterLab."""
     data = base64.b64encode(document.encode("utf-8")).decode("ascii")
-    return (f'<img src="data:image/svg+xml;base64,{data}" alt="{html.escape(alt)}" '
-            f'style="max-width:100%;height:auto"/>')
+    return (f'<div style="overflow-x:auto"><img src="data:image/svg+xml;base64,{data}" '
+            f'alt="{html.escape(alt)}"/></div>')
 
 
 def _reason(err: Exception) -> str:
