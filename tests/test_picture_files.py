@@ -155,7 +155,7 @@ def test_jupyter_gets_a_view_an_untrusted_notebook_shows():
     z, zz = program(tk.ArcTape)
     data, _ = DisplayFormatter().format(tk.viz.dag(z, zz, names={"z": z, "zz": zz}))
     img = re.fullmatch(r'<div style="overflow-x:auto"><img src="data:image/svg\+xml;base64,([^"]+)" '
-                       r'alt="op DAG"/></div>', data["text/html"])
+                       r'alt="op DAG" style="max-width:none"/></div>', data["text/html"])
     document = base64.b64decode(img[1]).decode("utf-8")
     assert document.startswith("<?xml") and f"tape {z.tape.label}: ArcTape, 2 records" in document
     assert re.fullmatch(r"<DagPicture: 7 nodes, 5 edges; Jupyter draws it, \.save\('name\.svg'\) writes it "

@@ -204,7 +204,7 @@ def img_html(document: str, alt: str = "op DAG") -> str:
     in its own box rather than shrinking its text below 10 pt, as an SVG output does in JupyterLab."""
     data = base64.b64encode(document.encode("utf-8")).decode("ascii")
     return (f'<div style="overflow-x:auto"><img src="data:image/svg+xml;base64,{data}" '
-            f'alt="{html.escape(alt)}"/></div>')
+            f'alt="{html.escape(alt)}" style="max-width:none"/></div>')  # JupyterLab's CSS would shrink it
 
 
 def _reason(err: Exception) -> str:
