@@ -60,24 +60,30 @@ def records_of(outs):
     return sorted({id(r): r for o in outs for r in o.tape.records}.values(), key=lambda r: r.id)
 
 
-@pytest.mark.parametrize("policy", POLICIES)
-@pytest.mark.parametrize("where", ["first", "middle", "last"])
-@pytest.mark.parametrize("fault", [Injected("boom"), KeyboardInterrupt()], ids=["error", "interrupt"])
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(program=programs(), preallocated=st.booleans(), retain=st.booleans())
-def test_a_failing_rule_changes_nothing(policy, where, fault, program, preallocated, retain):
+def traced_program(program, policy: str, preallocated: bool) -> tuple:
+    """A fuzzed program run under ``policy`` (each leaf on a tape of its own, or in one GlobalTape
+    block; the first tape holds a ``Gradients`` of zeroed buffers when ``preallocated``): its
+    leaves, their tapes, their traced handles and its outputs that carry a tape."""
     leaves = [DEV.tensor(v, dtype="float64") for v in program.values]
     grads = tk.Gradients() if preallocated else None
-    if preallocated:
-        for x in leaves:
-            grads.alloc(x)
+    for x in leaves if preallocated else ():
+        grads.alloc(x)
     block = tk.GlobalTape(grads=grads) if policy == "global" else contextlib.nullcontext()
     with block as active:
         tapes = [active if policy == "global" else POLICIES[policy](grads=grads if i == 0 else None)
                  for i, _ in enumerate(leaves)]
         traced = [x.trace(tape) for x, tape in zip(leaves, tapes)]
         outs = run(program, traced, owned if policy == "owned" else shared)
-    outs = [o for o in outs if o.tape is not None]
+    return leaves, tapes, traced, [o for o in outs if o.tape is not None]
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("where", ["first", "middle", "last"])
+@pytest.mark.parametrize("fault", [Injected("boom"), KeyboardInterrupt()], ids=["error", "interrupt"])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(program=programs(), preallocated=st.booleans(), retain=st.booleans())
+def test_a_failing_rule_changes_nothing(policy, where, fault, program, preallocated, retain):
+    leaves, tapes, traced, outs = traced_program(program, policy, preallocated)
     records = records_of(outs)
     n = rule_calls(records)
     if not outs or n == 0:

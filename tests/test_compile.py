@@ -196,17 +196,22 @@ def test_every_op_compiled_equals_eager(kind, name) -> None:
 
 
 # -- the fuzzed DAG programs --------------------------------------------------------------------------------
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(programs(), st.sampled_from(POLICY_NAMES), st.booleans())
-def test_fuzzed_programs_compile_to_the_eager_gradients(program, policy, preallocated) -> None:
-    dev = tk.Cpu(default_dtype="float64")
-
+def fuzzed_gradients(dev, program, policy, preallocated):
+    """The step of a fuzzed program: its leaves' gradients under ``policy``, every output seeded."""
     def f(*leaves):
         outs = outputs_under(policy, program, list(leaves), preallocated)
         seeds = [dev.tensor(np.linspace(-1, 1, o.size).reshape(o.shape)) for o in outs]
         grads = tk.backward(outs, seeds)
         return [grads[x] for x in leaves]
 
+    return f
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(programs(), st.sampled_from(POLICY_NAMES), st.booleans())
+def test_fuzzed_programs_compile_to_the_eager_gradients(program, policy, preallocated) -> None:
+    dev = tk.Cpu(default_dtype="float64")
+    f = fuzzed_gradients(dev, program, policy, preallocated)
     step = tk.compile(f)
     for shift in (0.0, 0.125):
         leaves = [dev.tensor(v + shift) for v in program.values]

@@ -20,8 +20,8 @@ import tapekit as tk
 
 from .conftest import host
 from .op_specs import SPECS
-from .test_compile import POLICY_NAMES, TAPES, chain, digits_losses, op_step
-from .test_fuzz_programs import outputs_under, programs
+from .test_compile import POLICY_NAMES, TAPES, chain, digits_losses, fuzzed_gradients, op_step
+from .test_fuzz_programs import programs
 
 import numba  # noqa: E402,F401  (the `fuse` extra, which the unit tests install: a missing numba fails here)
 runs = importlib.import_module("tapekit.compile.runs")
@@ -192,13 +192,7 @@ def test_every_op_fused_equals_unfused(name, monkeypatch) -> None:
 @given(programs(), st.sampled_from(POLICY_NAMES), st.booleans())
 def test_fuzzed_programs_fuse_to_the_unfused_gradients(program, policy, preallocated) -> None:
     dev = tk.Cpu(default_dtype="float64")
-
-    def f(*leaves):
-        outs = outputs_under(policy, program, list(leaves), preallocated)
-        seeds = [dev.tensor(np.linspace(-1, 1, o.size).reshape(o.shape)) for o in outs]
-        grads = tk.backward(outs, seeds)
-        return [grads[x] for x in leaves]
-
+    f = fuzzed_gradients(dev, program, policy, preallocated)
     step, unfused = tk.compile(f, fuse=True), tk.compile(f)
     for shift in (0.0, 0.125):
         leaves = [dev.tensor(v + shift) for v in program.values]

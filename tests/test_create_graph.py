@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 import tapekit as tk
 
 from .conftest import POLICIES
-from .test_all_or_nothing import Faults, reference_grads, records_of, rule_calls, state
-from .test_fuzz_programs import DEV, owned, programs, run, shared
+from .test_all_or_nothing import Faults, reference_grads, records_of, rule_calls, state, traced_program
+from .test_fuzz_programs import DEV, programs
 
 X = np.array([0.5, -1.0, 2.0])
 
@@ -107,16 +107,7 @@ def test_an_op_without_a_recorded_rule_says_so_and_changes_nothing():
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(program=programs(), preallocated=st.booleans())
 def test_a_failing_rule_of_a_recorded_backward_changes_nothing(policy, where, fault, program, preallocated):
-    leaves = [DEV.tensor(v, dtype="float64") for v in program.values]
-    grads = tk.Gradients() if preallocated else None
-    for x in leaves if preallocated else ():
-        grads.alloc(x)
-    block = tk.GlobalTape(grads=grads) if policy == "global" else contextlib.nullcontext()
-    with block as active:
-        tapes = [active if policy == "global" else POLICIES[policy](grads=grads if i == 0 else None)
-                 for i, _ in enumerate(leaves)]
-        traced = [x.trace(tape) for x, tape in zip(leaves, tapes)]
-        outs = [o for o in run(program, traced, owned if policy == "owned" else shared) if o.tape is not None]
+    leaves, tapes, traced, outs = traced_program(program, policy, preallocated)
     records = records_of(outs)
     n = rule_calls(records)
     if not outs or n == 0:

@@ -18,18 +18,23 @@ CASES = [(kind, name) for name, spec in sorted(SPECS.items()) for kind in DEVICE
          if spec.strict or kind != "strict"]
 
 
-@pytest.mark.parametrize("kind,name", CASES)
-def test_op(kind, name):
+def check_drawn(check, kind: str, name: str, examples: int | None = None) -> None:
+    """``check(spec, dev, arrays, kwargs)`` at hypothesis-drawn operands of op ``name`` on device ``kind``."""
     spec = SPECS[name]
     dev = make_device(kind)
 
-    @settings(max_examples=spec.examples, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @settings(max_examples=examples or spec.examples, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(data=st.data())
     def run(data):
         arrays, kwargs = spec.draw(data)
-        check_spec(spec, dev, arrays, kwargs)
+        check(spec, dev, arrays, kwargs)
 
     run()
+
+
+@pytest.mark.parametrize("kind,name", CASES)
+def test_op(kind, name):
+    check_drawn(check_spec, kind, name)
 
 
 SECOND = [(kind, name) for kind, name in CASES if SPECS[name].grad]
@@ -37,30 +42,12 @@ SECOND = [(kind, name) for kind, name in CASES if SPECS[name].grad]
 
 @pytest.mark.parametrize("kind,name", SECOND)
 def test_second_derivative(kind, name):
-    spec = SPECS[name]
-    dev = make_device(kind)
-
-    @settings(max_examples=max(spec.examples // 2, 3), deadline=None, suppress_health_check=[HealthCheck.too_slow])
-    @given(data=st.data())
-    def run(data):
-        arrays, kwargs = spec.draw(data)
-        check_second(spec, dev, arrays, kwargs)
-
-    run()
+    check_drawn(check_second, kind, name, examples=max(SPECS[name].examples // 2, 3))
 
 
 @pytest.mark.parametrize("kind,name", CASES)
 def test_op_jvp(kind, name):
-    spec = SPECS[name]
-    dev = make_device(kind)
-
-    @settings(max_examples=spec.examples, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-    @given(data=st.data())
-    def run(data):
-        arrays, kwargs = spec.draw(data)
-        check_jvp(spec, dev, arrays, kwargs)
-
-    run()
+    check_drawn(check_jvp, kind, name)
 
 
 EDGES = [(kind, name, i) for name, spec in sorted(SPECS.items()) for i in range(len(spec.edges))
