@@ -89,30 +89,10 @@ class TensorNamespace:
     floor, ceil, logaddexp = staticmethod(ops.floor), staticmethod(ops.ceil), staticmethod(ops.logaddexp)
     maximum, minimum, multiply = staticmethod(ops.maximum), staticmethod(ops.minimum), staticmethod(ops.mul)
 
-    @staticmethod
-    def where(condition: Any, a: Any, b: Any) -> Tensor:
-        return ops.where(condition, a, b)
-
-    @staticmethod
-    def clip(x: Tensor, low: Any = None, high: Any = None) -> Tensor:
-        return ops.clip(x, low, high)
+    where, clip = staticmethod(ops.where), staticmethod(ops.clip)
 
     # -- reductions and running sums ---------------------------------------------------------------
-    @staticmethod
-    def sum(x: Tensor, axis: Any = None, keepdims: bool = False) -> Tensor:
-        return ops.sum(x, axis, keepdims)
-
-    @staticmethod
-    def max(x: Tensor, axis: Any = None, keepdims: bool = False) -> Tensor:
-        return ops.max(x, axis, keepdims)
-
-    @staticmethod
-    def min(x: Tensor, axis: Any = None, keepdims: bool = False) -> Tensor:
-        return ops.min(x, axis, keepdims)
-
-    @staticmethod
-    def mean(x: Tensor, axis: Any = None, keepdims: bool = False) -> Tensor:
-        return ops.mean(x, axis, keepdims)
+    sum, max, min, mean = (staticmethod(f) for f in (ops.sum, ops.max, ops.min, ops.mean))
 
     @staticmethod
     def cumulative_sum(x: Tensor, axis: int | None = None) -> Tensor:
