@@ -148,21 +148,18 @@ def _finish(found: dict[int, Tensor], unreached: list[Record], entries: dict[int
 
 def _as_tensors(rec: Record, scratch: UnionTape, swaps: dict[int, Any], device: Any) -> list[Any]:
     """What ``rec`` saved, for its rules to compute on tensors: the namespace swapped for
-    tensor ops, its linked arrays as handles of their tensors (on ``scratch``), other arrays as
-    constants."""
-    saved = [[_constant(w, device) for w in v] if type(v) is list else swaps.get(id(v)) or _constant(v, device)
-             for v in rec.saved]
-    links = rec.links or ()
-    parents = rec.parents
-    for where, k in zip(links[::2], links[1::2]):
-        tid, parent = (rec.out, rec) if k == -1 else (rec.inputs[k], parents[k])
-        j, m = where if type(where) is tuple else (where, None)
-        array = rec.saved[j] if m is None else rec.saved[j][m]
-        handle = _handle_of(tid, array, parent, device, scratch)
-        if m is None:
-            saved[j] = handle
+    tensor ops, the record's operand and output arrays (``Record.links``) as handles of those
+    tensors (on ``scratch``), other arrays as constants."""
+    saved = []
+    for j, v in enumerate(rec.saved):
+        k = rec.link(j)
+        if k is None:
+            constant = [_constant(w, device) for w in v] if type(v) is list else swaps.get(id(v)) or _constant(v, device)
+            saved.append(constant)
+        elif k == -1:
+            saved.append(_handle_of(rec.out, v, rec, device, scratch))
         else:
-            saved[j][m] = handle
+            saved.append(_handle_of(rec.inputs[k], v, rec.parents[k], device, scratch))
     return saved
 
 

@@ -144,13 +144,24 @@ def test_records_of_the_same_shapes_share_one_shape_tuple(cpu) -> None:
     assert tanhs[0].shapes == ((2, 3),) and all(rec.shapes is tanhs[0].shapes for rec in tanhs)
 
 
-def test_the_shared_shapes_start_over_instead_of_growing_without_bound(monkeypatch) -> None:
-    monkeypatch.setattr(core, "_shapes", {})
+def test_the_shared_tuples_start_over_instead_of_growing_without_bound(monkeypatch) -> None:
+    monkeypatch.setattr(core, "_shared", {})
     for n in range(1, 5000):
-        core.shared_shapes((((n,),), (n,)))
-        assert len(core._shapes) <= 4096
+        core.shared((((n,),), (n,)))
+        assert len(core._shared) <= 4096
     key = (((7,),), (7,))
-    assert core.shared_shapes(key) is key and core.shared_shapes((((7,),), (7,))) is key
+    assert core.shared(key) is key and core.shared((((7,),), (7,))) is key
+
+
+def test_a_record_links_the_saved_operands_and_output_in_a_number_python_keeps_once(cpu) -> None:
+    x, w = cpu.tensor([0.5, -1.0]).trace(tk.UnionTape()), cpu.tensor([2.0, 3.0])
+    h = (x * w).tanh()
+    mul, tanh = h.tape.records
+    assert [mul.link(j) for j in range(2)] == [0, 1]  # mul saves (x, y), its operands' own arrays
+    assert tanh.link(0) == -1 and sys.getrefcount(tanh.links) > 100  # tanh saves its output; a cached int
+    power = (x ** 3.0).tape.records[-1]
+    assert [power.link(j) for j in range(3)] == [None, 0, None]  # (xp, x, p)
+    assert (x + w).tape.records[-1].links == 0  # add saves nothing
 
 
 def test_an_op_of_one_tensor_keeps_its_forwards_name_and_signature(cpu) -> None:

@@ -50,7 +50,7 @@ def emit(name: str, out: Any, inputs: Sequence[Any], rules: Sequence[Callable], 
     is operand ``i``'s gradient. Tapes change only once the record is made: an op that fails leaves
     none merged or moved. Inside ``tk.jvp``, the output also gets its tangent from the forward rule
     ``jvp`` (``forward.carry``)."""
-    made = out  # what the forward saved, when it saved its output (see ``saved_links``)
+    made = out  # the forward's own output, which it may have saved (``Record.links``)
     if type(out) is not np.ndarray and isinstance(out, np.generic):  # numpy made a 0-d result a scalar
         out = np.asarray(out)
     if anomaly.on:
@@ -62,9 +62,7 @@ def emit(name: str, out: Any, inputs: Sequence[Any], rules: Sequence[Callable], 
         return forward.carry(result, name, inputs, rules, saved, jvp) if forward.on else result
     rid = next_id()
     result = Tensor(out, device)
-    rec = result._record = _make_record(rid, name, inputs, rules, saved, result.id, out)
-    if saved:
-        rec.links = saved_links(saved, inputs, made)
+    rec = result._record = _make_record(rid, name, inputs, rules, saved, result.id, out, made)
     tape = result._tape = tapes[0] if len(tapes) == 1 else merge_tapes(tapes, f"#{rid} {name}")
     tape._record(rec)
     if tape.moves:  # an OwnedTape: the op took it, so the operands' handles are spent
@@ -75,84 +73,74 @@ def emit(name: str, out: Any, inputs: Sequence[Any], rules: Sequence[Callable], 
 
 
 def _make_record(rid: int, name: str, inputs: Sequence[Any], rules: Sequence[Callable], saved: tuple, out_id: int,
-                 out: Any) -> Record:
+                 out: Any, made: Any) -> Record:
     """The record of op ``rid``: its operands' ids and shapes, its output, its rules and what they
-    need, and the records that made its operands. One tensor or two, the common cases, are read
-    here: through ``_operands_of_many``, which also takes numbers and more operands, the forward of
-    a chain of small ops (the benchmarks' W1) takes twice as long."""
+    need, the records that made its operands, and which saved arrays are theirs or the output's
+    (``made``, ``saved_links``). One tensor or two, the common cases, are read here: through
+    ``_operands_of_many``, which also takes numbers and more operands, the forward of a chain of
+    small ops (the benchmarks' W1) takes twice as long."""
     if len(inputs) == 1:
         (a,) = inputs
-        ids, shapes, first, others = (a.id,), (a.data.shape,), a._record, None
+        ids, shapes, first, others, arrays = (a.id,), (a.data.shape,), a._record, None, (made, a.data)
     elif len(inputs) == 2 and type(inputs[0]) is Tensor and type(inputs[1]) is Tensor:
         a, b = inputs
-        ids, shapes, first = (a.id, b.id), (a.data.shape, b.data.shape), a._record
+        ids, shapes, first, arrays = (a.id, b.id), (a.data.shape, b.data.shape), a._record, (made, a.data, b.data)
         others = None if b._record is None else (b._record,)
     else:
-        ids, shapes, first, others, rules = _operands_of_many(inputs, rules)
-    rec = Record(rid, name, ids, shared_shapes((shapes, out.shape)), out_id, out.dtype, rules, saved, first, others)
+        ids, shapes, first, others, rules, arrays = _operands_of_many(inputs, rules, made)
+    key = (shapes, out.shape)
+    rec = Record(rid, name, ids, _shared.get(key) or shared(key), out_id, out.dtype, rules, saved, first, others,
+                 saved_links(saved, arrays) if saved else 0)
     if anomaly.on:
         anomaly.remember(rec)
     return rec
 
 
-_shapes: dict[tuple, tuple] = {}  # every (operand shapes, output shape) seen, kept once
+def saved_links(saved: tuple, arrays: tuple) -> int:
+    """``Record.links``: which of ``saved`` are the arrays of ``arrays`` (the output's, then each
+    operand's, ``None`` for a number) themselves. One digit per saved value, the first saved
+    value's lowest, in base ``len(arrays) + 1``: 0 for none of them, else 1 + its place in
+    ``arrays``. A small number, which Python keeps once for all records: a tuple per record would
+    add 3.7 MB to the benchmarks' W4 tape of 100,000 records."""
+    base, code, scale = len(arrays) + 1, 0, 1
+    for v in saved:
+        digit = 1
+        for a in arrays:
+            if v is a:
+                code += digit * scale
+                break
+            digit += 1
+        scale *= base
+    return code
 
 
-def shared_shapes(key: tuple) -> tuple:
+_shared: dict[tuple, tuple] = {}  # every (operand shapes, output shape) seen, kept once
+
+
+def shared(key: tuple) -> tuple:
     """``key``, (operand shapes, output shape), as the one copy that all records of those shapes
-    share: a long tape of same-shaped ops keeps no shape tuples of its own (the benchmarks' W4 tape
-    of 100,000 records holds 365 bytes a record instead of 547)."""
-    got = _shapes.get(key)
+    share (looked up in ``_shared`` first, inline: a call per record costs W1 1%): a long tape of
+    same-shaped ops keeps no shape tuples of its own (the benchmarks' W4 tape of 100,000 records
+    holds 365 bytes a record instead of 547)."""
+    got = _shared.get(key)
     if got is None:
-        if len(_shapes) >= 4096:  # a program of ever-new shapes: start over rather than grow
-            _shapes.clear()
-        got = _shapes[key] = key
+        if len(_shared) >= 4096:  # a program of ever-new shapes: start over rather than grow
+            _shared.clear()
+        got = _shared[key] = key
     return got
 
 
-def saved_links(saved: tuple, inputs: Sequence[Any], out: Any) -> tuple | None:
-    """Which of ``saved`` are an operand's own array or the output ``out`` (the same object), as
-    pairs flattened into one tuple: where in ``saved`` (an index, or (index, position) inside a
-    saved list), then the operand's position (-1 for the output). ``None`` when none is."""
-    found = ()
-    j = -1
-    for v in saved:
-        j += 1
-        if v is out:
-            found += (j, -1)
-            continue
-        k = -1
-        for t in inputs:
-            k += 1
-            if type(t) is Tensor and t.data is v:
-                found += (j, k)
-                break
-        else:
-            if type(v) is list:
-                found += _links_in_list(j, v, inputs, out)
-    return found or None
-
-
-def _links_in_list(j: int, values: list, inputs: Sequence[Any], out: Any) -> tuple:
-    """``saved_links`` of a list saved at ``j`` (einsum's operands)."""
-    found = ()
-    for m, v in enumerate(values):
-        for k, t in enumerate(inputs):
-            if type(t) is Tensor and t.data is v:
-                found += ((j, m), k)
-                break
-    return found
-
-
-def _operands_of_many(inputs: Sequence[Any], rules: Sequence[Callable]) -> tuple:
+def _operands_of_many(inputs: Sequence[Any], rules: Sequence[Callable], made: Any) -> tuple:
     """Ids, shapes, first parent, other parents and rules of an op with numbers among its operands,
-    or more than two operands (a number's id, shape and rule: None, (), None)."""
+    or more than two operands (a number's id, shape and rule: None, (), None), and the arrays of
+    ``saved_links``: the output ``made``, then each operand's (``None`` for a number)."""
     tensors = [t if isinstance(t, Tensor) else None for t in inputs]
     parents = tuple(None if t is None else t._record for t in tensors)
     return (tuple(None if t is None else t.id for t in tensors),
             tuple(() if t is None else t.data.shape for t in tensors), parents[0],
             parents[1:] if any(p is not None for p in parents[1:]) else None,
-            tuple(None if t is None else rule for t, rule in zip(tensors, rules)))
+            tuple(None if t is None else rule for t, rule in zip(tensors, rules)),
+            (made, *(None if t is None else t.data for t in tensors)))
 
 
 def unbroadcast(xp: Any, grad: Any, shape: tuple[int, ...], out: Any = None) -> Any:

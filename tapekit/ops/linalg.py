@@ -126,7 +126,7 @@ def _einsum(name: str, subscripts: str, operands: Sequence[Tensor]) -> Tensor:
     eyes = [device.count(xp.eye(n, dtype=operands[k].dtype, **device._placement())) for k, n in eyes]
     operands_data = [t.data for t in operands]
     out = contract(xp, spec, _plain(xp, operands_data, shapes, eyes))
-    return emit(name, out, operands, _einsum_rules(len(operands)), (xp, spec, operands_data, shapes, eyes),
+    return emit(name, out, operands, _einsum_rules(len(operands)), (xp, spec, shapes, eyes, *operands_data),
                 device, _einsum_jvp)
 
 
@@ -135,7 +135,7 @@ def _plain(xp: Any, arrays: Sequence[Any], shapes: tuple, eyes: list) -> list:
     return [a if a.shape == shape else xp.reshape(a, shape) for a, shape in zip(arrays, shapes)] + eyes
 
 
-def _einsum_jvp(tangents: tuple, xp: Any, spec: str, operands: Sequence[Any], shapes: tuple, eyes: list) -> Any:
+def _einsum_jvp(tangents: tuple, xp: Any, spec: str, shapes: tuple, eyes: list, *operands: Any) -> Any:
     """The product rule: for each operand with a tangent, the einsum with the tangent in its place."""
     arrays = _plain(xp, operands, shapes, eyes)
     total = None
@@ -153,8 +153,8 @@ def _einsum_rules(n: int) -> tuple[Callable, ...]:
 @functools.cache
 def _einsum_rule(k: int) -> Callable:
     """The rule of an einsum's operand ``k``, made once per position."""
-    return lambda g, xp, spec, operands, shapes, eyes: _einsum_grad(xp, spec, _plain(xp, operands, shapes, eyes), k,
-                                                                     g, operands[k].shape)
+    return lambda g, xp, spec, shapes, eyes, *operands: _einsum_grad(xp, spec, _plain(xp, operands, shapes, eyes), k,
+                                                                      g, operands[k].shape)
 
 
 def _einsum_grad(xp: Any, spec: str, arrays: Sequence[Any], k: int, g: Any, shape: tuple[int, ...]) -> Any:

@@ -31,9 +31,9 @@ class Record:
     ``parents`` are the records that made the operands, so an output's history can be walked
     whichever tape holds it. ``home`` is a weak reference to the tape that holds the record,
     ``None`` once a backward consumed it (then ``consumed_by`` says which).
-    ``links`` says which saved arrays are an operand's own array or the output's (see
-    ``ops.core.saved_links``), so a backward recorded for a second derivative can hand the rules
-    those tensors instead of constants; ``None`` when none is.
+    ``links`` says which saved values are the op's output's array or an operand's own, so a
+    backward recorded for a second derivative hands the rules those tensors instead of constants
+    and flows on through them: ``link(j)`` reads it (see ``ops.core.saved_links``).
 
     Most ops have at most one operand that another op made (a chain, ``x @ W + b``), so a record
     keeps the first operand's parent itself and a tuple only for the other operands' parents, when
@@ -46,7 +46,7 @@ class Record:
 
     def __init__(self, rid: int, name: str, inputs: tuple, shapes: tuple, out: int, dtype: Any,
                  rules: Sequence[Callable | None], saved: tuple, first_parent: "Record | None",
-                 other_parents: "tuple | None") -> None:
+                 other_parents: "tuple | None", links: int = 0) -> None:
         self.id = rid
         self.name = name
         self.inputs = inputs
@@ -59,12 +59,17 @@ class Record:
         self.other_parents = other_parents
         self.home: weakref.ref | None = None
         self.consumed_by: str | None = None
-        self.links: tuple | None = None
+        self.links = links
 
     @property
     def parents(self) -> tuple:
         """The record that made each operand (``None`` for a constant or a tensor no op made)."""
         return (self.first_parent,) + (self.other_parents or (None,) * (len(self.inputs) - 1))
+
+    def link(self, j: int) -> int | None:
+        """What ``saved[j]`` is: operand ``k``'s own array (``k``), the output's (-1), or neither (``None``)."""
+        digit = self.links // (len(self.inputs) + 2) ** j % (len(self.inputs) + 2)
+        return None if digit == 0 else digit - 2
 
     @property
     def saved_bytes(self) -> int:
