@@ -154,8 +154,10 @@ def _as_tensors(rec: Record, scratch: UnionTape, swaps: dict[int, Any], device: 
     for j, v in enumerate(rec.saved):
         k = rec.link(j)
         if k is None:
-            constant = [_constant(w, device) for w in v] if type(v) is list else swaps.get(id(v)) or _constant(v, device)
-            saved.append(constant)
+            if type(v) is list:
+                saved.append([_constant(w, device) for w in v])
+            else:
+                saved.append(swaps.get(id(v)) or _constant(v, device))
         elif k == -1:
             saved.append(_handle_of(rec.out, v, rec, device, scratch))
         else:
