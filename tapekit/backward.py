@@ -48,6 +48,9 @@ def backward(outputs: Any, seeds: Sequence[Any] | None = None, retain: bool = Fa
     seeds = _seeds(outputs, seeds)
     tapes = [_tape_of(out) for out in outputs]
     check_one_policy(outputs, tapes, "tk.backward")
+    if not create_graph:
+        from .forward import refuse_plain_backward  # here: imported first, forward would load the ops before its names
+        refuse_plain_backward(outputs)
     names = labels_later([out.id for out in outputs])  # written when a message is read
     stores = list(dict.fromkeys(tape._store() for tape in tapes))
     cov = _checked_coverage(outputs, stores, tapes[0], names)

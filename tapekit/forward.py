@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 
 from .devices import dtype_name, is_floating
-from .errors import DeviceMismatchError, DTypeError, InvalidArgumentError, ShapeError, TapekitError
+from .errors import BackwardError, DeviceMismatchError, DTypeError, InvalidArgumentError, ShapeError, TapekitError
 from .tensor import Tensor
 
 __all__ = ["jvp", "jacfwd"]
@@ -43,8 +43,10 @@ def jvp(f: Callable[..., Any], primals: Any, tangents: Any) -> tuple[Any, Any]:
     output that does not depend on the primals has a zero tangent. As ``jax.jvp`` and ``torch.func.jvp``.
 
     ``tk.jvp`` inside ``f`` is refused (forward over forward). A backward inside ``f`` passes
-    tangents on only where its rules run as ops, recorded (forward over reverse); a plain backward's
-    rules compute on arrays, whose tangents are not followed."""
+    tangents on only where its rules run as ops, recorded (forward over reverse:
+    ``create_graph=True``, or ``tk.grad``, which records it inside ``jvp`` by itself); a plain
+    backward of an output that carries a tangent is refused, since its rules compute on arrays and
+    its gradients would come back without their tangents."""
     single = isinstance(primals, Tensor)
     inputs, tangents = _primals(primals, tangents)
     with _carrying({t.id: d for t, d in zip(inputs, tangents)}) as table:
@@ -71,6 +73,18 @@ def jacfwd(f: Callable[[Tensor], Tensor], x: Tensor) -> Tensor:
                                       (out.size,)))
     jac = xp.stack(columns, axis=-1) if n else xp.zeros((out.size, 0), dtype=out.dtype, **x.device._placement())
     return Tensor(x.device.count(xp.reshape(jac, out.shape + x.shape)), x.device)
+
+
+def refuse_plain_backward(outputs: Sequence[Tensor]) -> None:
+    """``BackwardError`` when one of ``outputs``, about to be differentiated by a plain backward
+    inside ``jvp``, carries a tangent: the gradients would lose theirs (a zero tangent, silently)."""
+    table = _tangents.get() if on else None
+    carrying = [out for out in outputs if table and out.id in table]
+    if carrying:
+        raise BackwardError(f"a plain backward of {carrying[0].label} inside tk.jvp: {carrying[0].label} carries a "
+                            f"tangent, but a plain backward's rules compute on arrays, so its gradients would come "
+                            f"back without theirs. Pass create_graph=True to record the backward, and the tangents "
+                            f"flow through it (forward over reverse), or use tk.grad or tk.hvp, which do so.")
 
 
 def carry(result: Tensor, name: str, inputs: Sequence[Any], rules: Sequence[Any], saved: tuple, jvp: Any) -> Tensor:

@@ -222,3 +222,33 @@ def test_jacfwd_refuses_what_it_cannot_take(cpu):
     with pytest.raises(tk.DTypeError, match="no tangent"):
         tk.jacfwd(lambda t: t > 0, x)
     assert not tk.forward.on
+
+
+def test_a_plain_backward_of_an_output_with_a_tangent_inside_jvp_is_refused_and_changes_nothing(cpu):
+    x = cpu.tensor([0.5, -1.0], dtype="float64")
+    seen = {}
+
+    def gradient_as_a_constant(a):
+        u = a.trace(tk.UnionTape())
+        y = (u * u).sum()
+        seen["tape"] = u.tape
+        return cpu.tensor(tk.backward(y)[u])  # its tangent would be lost: 0 instead of 2
+
+    with pytest.raises(tk.BackwardError, match="inside tk.jvp.*create_graph=True"):
+        tk.jvp(gradient_as_a_constant, (x,), ([1.0, 0.0],))
+    assert len(seen["tape"]) == 2  # the refused backward drained nothing
+
+
+def test_inside_jvp_a_recorded_backward_passes_tangents_and_a_backward_of_what_has_none_is_plain(cpu):
+    x = cpu.tensor([0.5, -1.0], dtype="float64")
+    w = cpu.tensor([3.0], dtype="float64")
+
+    def f(a):
+        u = a.trace(tk.UnionTape())
+        g = tk.backward((u * u).sum(), create_graph=True)[u]
+        v = w.trace(tk.UnionTape())
+        assert float(tk.backward((v * v).sum())[v][0]) == 6.0  # no tangent reaches v: a plain backward
+        return g
+
+    _, tangent = tk.jvp(f, (x,), ([1.0, 0.0],))
+    np.testing.assert_allclose(host(tangent), [2.0, 0.0])
