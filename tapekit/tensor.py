@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from .devices import dtype_name, is_floating
-from .errors import DTypeError, InvalidArgumentError, TapeError, TapePolicyError
+from .errors import DTypeError, InvalidArgumentError, OperandError, TapeError, TapePolicyError
 from .ids import label, name_of, next_id, set_name
 from .tapes import NoneTape, OwnedTape, Tape
 
@@ -25,7 +25,6 @@ class Tensor:
     """An immutable array on a device, with an id shared by all its traced handles."""
 
     __slots__ = ("id", "data", "device", "_tape", "_record", "__weakref__")
-    __array_priority__ = 1000  # numpy defers to our operators: ndarray + Tensor is a Tensor
 
     def __init__(self, data: Any, device: Any, tape: "Tape | None" = None, name: str | None = None) -> None:
         self.id = next_id()
@@ -200,6 +199,26 @@ class Tensor:
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         arr = self.numpy()
         return arr if dtype is None else arr.astype(dtype)
+
+    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        """A numpy ufunc given a tensor (``np.exp(t)``, ``np.add(arr, t)``, ``arr * t``) runs as
+        tapekit's op, so the result is a tensor on the tape like any op's; one tapekit has no op
+        for, or one called with ``out=``, ``where=`` or as ``.reduce`` and the like, raises
+        ``OperandError``, rather than computing on the values and leaving the tape behind."""
+        name = ufunc.__name__
+        if method == "__call__" and not kwargs:
+            if name in _UFUNC_OPERATORS:
+                mine, reflected = _UFUNC_OPERATORS[name]
+                first, second = inputs
+                return getattr(first, mine)(second) if isinstance(first, Tensor) else getattr(second, reflected)(first)
+            op = _UFUNC_OPS.get(name, name)
+            if op in ops.elementwise.__all__ or op in ops.arithmetic.__all__:
+                return getattr(ops, op)(*inputs)
+        call = f"np.{name}" if method == "__call__" else f"np.{name}.{method}"
+        raise OperandError(f"{call}{' with ' + ', '.join(kwargs) if kwargs else ''} got {self.label}: numpy would "
+                           f"compute on its values and leave its tape behind, so no gradient would reach it. Use "
+                           f"tapekit's op (tk.{_UFUNC_OPS.get(name, name)}, or an operator) to keep it traced, or "
+                           f"{call} on {self.label}.numpy() for plain values.")
 
     def __float__(self) -> float:
         return float(self.item())
@@ -536,5 +555,13 @@ class Tensor:
     # -- methods of the linear algebra ops (tapekit.ops.linalg) ------------------------------
     # (end of linalg methods)
 
+
+# numpy's ufuncs that are an operator of Tensor: (its method, its method with the operands swapped)
+_UFUNC_OPERATORS = {"add": ("__add__", "__radd__"), "subtract": ("__sub__", "__rsub__"),
+                    "multiply": ("__mul__", "__rmul__"), "divide": ("__truediv__", "__rtruediv__"),
+                    "power": ("__pow__", "__rpow__"), "matmul": ("__matmul__", "__rmatmul__"),
+                    "greater": ("__gt__", "__lt__"), "less": ("__lt__", "__gt__"), "greater_equal": ("__ge__", "__le__"),
+                    "less_equal": ("__le__", "__ge__"), "equal": ("__eq__", "__eq__"), "not_equal": ("__ne__", "__ne__")}
+_UFUNC_OPS = {"negative": "neg", "absolute": "abs"}  # numpy's other names for tapekit's ops
 
 from . import ops  # noqa: E402  (ops need Tensor defined first)

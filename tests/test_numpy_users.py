@@ -100,3 +100,47 @@ def test_off_the_numpy_device_a_numpy_array_operand_is_refused_and_the_tape_is_u
                                                      rf"dev.tensor\(array\)"):
         fn(*_ordered(side, traced, np.ones((2, 2))))
     np.testing.assert_array_equal((traced * 2.0).sum().backward()[x], np.full((2, 2), 2.0))
+
+
+# -- numpy's ufuncs called on tensors ---------------------------------------------------------------
+NUMPY_UFUNCS = [(np.add, operator.add), (np.subtract, operator.sub), (np.multiply, operator.mul),
+                (np.divide, operator.truediv), (np.power, operator.pow), (np.maximum, tk.maximum),
+                (np.logaddexp, tk.logaddexp)]
+
+
+@pytest.mark.parametrize("ufunc,same", NUMPY_UFUNCS, ids=lambda f: getattr(f, "__name__", "op"))
+@pytest.mark.parametrize("side", ["right", "left"])
+def test_a_numpy_ufunc_of_a_tensor_and_an_array_is_the_traced_op(cpu, ufunc, same, side):
+    x, y = (cpu.tensor([0.5, 1.5], dtype="float64").trace(tk.UnionTape()) for _ in range(2))
+    c = np.array([2.0, 3.0])
+    got, want = ufunc(*_ordered(side, x, c)), same(*_ordered(side, y, c))
+    assert isinstance(got, tk.Tensor) and got.tape is not None
+    np.testing.assert_allclose(got.numpy(), want.numpy())
+    np.testing.assert_allclose(got.sum().backward()[x], want.sum().backward()[y])
+
+
+def test_numpy_ufuncs_of_one_tensor_and_comparisons_and_matmul_are_tapekit_s(cpu):
+    x = cpu.tensor([0.5, -1.5], dtype="float64").trace(tk.UnionTape())
+    for ufunc, op in [(np.exp, tk.exp), (np.tanh, tk.tanh), (np.negative, tk.neg), (np.absolute, tk.abs),
+                      (np.sqrt, lambda t: tk.sqrt(t * t))]:
+        arg = x * x if ufunc is np.sqrt else x
+        got = ufunc(arg)
+        assert isinstance(got, tk.Tensor) and got.tape is not None
+        np.testing.assert_allclose(got.numpy(), op(x).numpy())
+    assert (np.greater(np.zeros(2), x).numpy() == [False, True]).all()
+    assert (np.zeros(2) < x).numpy().tolist() == [True, False]
+    m = np.array([[1.0, 2.0], [3.0, 4.0]])
+    np.testing.assert_allclose(np.matmul(m, x).numpy(), m @ x.numpy())
+    assert isinstance(m @ x, tk.Tensor)
+
+
+def test_a_numpy_ufunc_tapekit_has_no_op_for_is_refused_not_computed_on_the_values(cpu):
+    x = cpu.tensor([0.5, 1.5]).trace(tk.UnionTape())
+    with pytest.raises(tk.OperandError, match=r"np\.hypot got .*leave its tape behind.*\.numpy\(\)"):
+        np.hypot(x, x)
+    with pytest.raises(tk.OperandError, match=r"np\.add\.reduce"):
+        np.add.reduce(x)
+    with pytest.raises(tk.OperandError, match=r"np\.exp with out"):
+        np.exp(x, out=np.zeros(2))
+    assert len(x.tape) == 0  # nothing was recorded
+    np.testing.assert_allclose(np.hypot(x.numpy(), x.numpy()), np.hypot([0.5, 1.5], [0.5, 1.5]), rtol=1e-6)
