@@ -119,9 +119,9 @@ _shared: dict[tuple, tuple] = {}  # every (operand shapes, output shape) seen, k
 
 def shared(key: tuple) -> tuple:
     """``key``, (operand shapes, output shape), as the one copy that all records of those shapes
-    share (looked up in ``_shared`` first, inline: a call per record costs W1 1%): a long tape of
-    same-shaped ops keeps no shape tuples of its own (the benchmarks' W4 tape of 100,000 records
-    holds 365 bytes a record instead of 547)."""
+    share (``_make_record`` looks in ``_shared`` first: a call per record is 1% of W1 in
+    instructions): a long tape of same-shaped ops keeps no shape tuples of its own (the benchmarks'
+    W4 tape of 100,000 records holds 365 bytes a record instead of 547)."""
     got = _shared.get(key)
     if got is None:
         if len(_shared) >= 4096:  # a program of ever-new shapes: start over rather than grow
