@@ -213,7 +213,7 @@ class Found:
         if part.shape != shape:
             part = unbroadcast(self.xp, part, shape)
         if self.rec is not None:
-            if part is not self.g:  # a new array (``made`` inline: a call per rule is 3% of W1's backward in instructions)
+            if part is not self.g:  # a new array (``made`` inline: a call per rule is 3% of W1's backward)
                 self.fresh += 1
                 self.fresh_bytes += self.nbytes_of(part)
             if anomaly.on:
