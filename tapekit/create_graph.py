@@ -57,7 +57,7 @@ def recorded_backward(outputs: Sequence[Tensor], seeds: Sequence[Any], tapes: Se
     tape = merge_tapes(tapes, "backward")
     grads = tape._take(True, records)
     with LOCK:
-        Tape._absorb(tape._store(), scratch)
+        Tape._take_in(tape._store(), scratch)
     for tid, grad in found.items():
         grads._arrays[tid] = grad._handle(tape)
         grads._owned.discard(tid)

@@ -136,3 +136,14 @@ def test_an_optimizer_steps_with_a_recorded_backwards_gradients_as_with_a_plain_
         loss = tk.mse_loss(model.trace(tk.UnionTape())(x), target)
         tk.optim.Sgd(model, lr=0.1).update(model, loss.backward(create_graph=create_graph))
     np.testing.assert_array_equal(models[0].weight.numpy(), models[1].weight.numpy())
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_the_tape_that_holds_a_recorded_backward_is_named_as_before_it_under_every_policy(policy):
+    x = tk.Cpu().tensor(X, dtype="float64")
+    tape, (a, b) = traced_under(policy, x)
+    with tape if policy == "global" else contextlib.nullcontext():
+        loss = (a.tanh() * b).sum()
+    before = loss.tape.label, loss.tape._store()._state()
+    g = loss.backward(create_graph=True)[x]
+    assert (g.tape.label, g.tape._store()._state()) == before, "the rules' scratch tape is no tape of the program"

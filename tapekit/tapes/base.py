@@ -178,7 +178,17 @@ class Tape:
         self._store()._drained = by
 
     def _absorb(self, other: "Tape") -> None:
-        """Move ``other``'s records, gradient entries and leaf set into this tape."""
+        """Move ``other``'s records, gradient entries and leaf set into this tape, which names it
+        among the tapes it absorbed (``_state``)."""
+        self._take_in(other)
+        took = self._took = self._took or []
+        took.append(other._born)
+        took.extend(other._took or ())
+        other._into = self._born
+
+    def _take_in(self, other: "Tape") -> None:
+        """Move ``other``'s records, gradient entries and leaf set into this tape, noting nothing:
+        ``other`` was no tape of the program (a recorded backward's scratch tape)."""
         if other._records:
             ref = self._ref
             for rec in other._records:
@@ -187,10 +197,6 @@ class Tape:
             self._foreign.extend(other._foreign)
             other._records, other._foreign = [], []
         self._grads._absorb(other._grads)
-        took = self._took = self._took or []
-        took.append(other._born)
-        took.extend(other._took or ())
-        other._into = self._born
 
     # -- copies and pickles ------------------------------------------------------------------
     def _refuse(self, action: str) -> None:
