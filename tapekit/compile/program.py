@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterator
 
 from ..devices import dtype_name
 from ..gradients import Gradients
-from .inputs import Inputs, in_words
+from .inputs import Inputs, Reach, in_words
 from .patches import RECORDING, Patches
 from .recorder import Recorder
 from .results import build_result, renumber, result_template, unwrap_result
@@ -43,6 +43,7 @@ class Compiled:
 
     def __init__(self, fn: Callable, fuse: bool = False) -> None:
         self.fn, self.fuse = fn, fuse
+        self.reach = Reach(fn)
         self.__name__ = getattr(fn, "__name__", "step")
         self.__doc__ = getattr(fn, "__doc__", None)
         self.programs: dict[tuple, Program] = {}
@@ -54,7 +55,7 @@ class Compiled:
             return self._call(args, kwargs)
 
     def _call(self, args: tuple, kwargs: dict) -> Any:
-        inputs = Inputs(self.fn, args, kwargs)
+        inputs = Inputs(self.reach, args, kwargs)
         program = self.programs.get(inputs.frozen)
         if program is None:
             return self._record(inputs, args, kwargs)
