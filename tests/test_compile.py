@@ -396,6 +396,38 @@ def test_a_long_program_is_written_in_parts_and_still_equals_eager() -> None:
     assert "_part2(" in step.source and step.history[0].steps > 1000
 
 
+def test_a_long_program_compiles_each_shape_of_part_once_and_each_part_keeps_its_names_and_lines(monkeypatch) -> None:
+    dev = tk.Cpu(default_dtype="float64")
+    compiled_texts = []
+
+    def counting_compile(text, *args):
+        compiled_texts.append(text)
+        return compile(text, *args)
+
+    monkeypatch.setattr(sys.modules["tapekit.compile.parts"], "compile", counting_compile, raising=False)
+
+    def f(x, w):
+        h = x.trace(tk.OwnedTape(leaves=[x, w]))
+        for i in range(3000):
+            h = h + w if i % 3 == 0 else h * w if i % 3 == 1 else h.tanh()
+        g = h.sum().backward()
+        return g[x], g[w]
+
+    step = tk.compile(f)
+    x, w = dev.tensor([0.1, -0.2, 0.3]), dev.tensor([0.9, 1.1, -0.4])
+    step(x, w)
+    assert all(same(a, b) for a, b in zip(step(x, w), f(x, w)))
+    space = step.history[0].run.__globals__
+    parts = [fn for name, fn in space.items() if "_part" in name and callable(fn)]
+    assert 1 < len(compiled_texts) < len(parts) / 2, (len(compiled_texts), len(parts))  # one compile a shape
+    lines = step.source.splitlines()
+    for p in parts:
+        code = p.__code__
+        head = lines[code.co_firstlineno - 1]
+        assert head.startswith(f"def {p.__name__}(") and code.co_name == p.__name__
+        assert list(code.co_varnames[:code.co_argcount]) == head[head.index("(") + 1:head.index(")")].split(", ")
+
+
 def test_big_intermediates_are_let_go_after_their_last_use() -> None:
     dev = tk.Cpu(default_dtype="float64")
     step = tk.compile(lambda x: ((x.trace() * 2.0).tanh() * 3.0).sum().backward()[x])

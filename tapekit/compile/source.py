@@ -17,6 +17,7 @@ import numpy as np
 from ..ids import label, name_of
 from ..tensor import Tensor
 from .inputs import Inputs, in_words
+from .parts import compile_parts
 from .recorder import Recorder, Ref, Step, slots_in
 from .tracer import is_array
 
@@ -108,15 +109,30 @@ class Writer:
         body = _body(items, rec, self.names, self.called)
         devices = ", ".join(f"{name} = {rec.globals[name]!r}" for name in rec.globals if name.startswith("dev"))
         text = [f"# {self.fn_name}, recorded by tk.compile: {_count(items)} array calls; {devices}{heading}"]
+        parts: list[list[str]] = []
         if len(items) <= PART:
             text += _function(self.main, self.params, self.prelude + _freeing(body, items, self.names, self.big,
                                                                                set(self.outs)), self.outs)
         else:  # a long program in parts: Python's tools (tracebacks, tracemalloc) slow down on huge functions
-            text += _parts(self.main, self.params, self.prelude, body, items, self.names, self.outs, self.big)
+            parts, main = _parts(self.main, self.params, self.prelude, body, items, self.names, self.outs, self.big)
+            text += [line for lines in parts for line in lines + [""]] + main
         source = "\n".join(text) + "\n"
         globals_ = dict(rec.globals) | (space or {})
-        exec(builtins.compile(source, f"<tk.compile {self.fn_name} #{self.number}>", "exec"), globals_)
+        self._define(source, parts, globals_)
         return source, globals_[self.main]
+
+    def _define(self, source: str, parts: list[list[str]], space: dict) -> None:
+        """Compile ``source`` into ``space``; a program in parts compiles each shape of part once
+        (``parts.py``), then the function that calls them."""
+        filename = f"<tk.compile {self.fn_name} #{self.number}>"
+        if not parts:
+            exec(builtins.compile(source, filename, "exec"), space)
+            return
+        lines = source.split("\n")
+        first = lines.index(parts[0][0]) + 1
+        compile_parts(parts, first, filename, space, set(self.names.values()) - set(space))
+        start = first - 1 + sum(len(p) + 1 for p in parts)  # the calling function's first line, counted from 0
+        exec(builtins.compile("\n" * start + "\n".join(lines[start:]), filename, "exec"), space)
 
 
 def _count(items: list) -> int:
@@ -166,9 +182,9 @@ def _function(name: str, params: list[str], lines: list[str], outs: list[str]) -
 
 
 def _parts(main: str, params: list[str], prelude: list[str], body: list, items: list, names: dict,
-           outs: list[str], big: set) -> list[str]:
-    """A long program as functions of at most ``PART`` array calls each, and one that calls them
-    in turn, passing on the values that later parts read."""
+           outs: list[str], big: set) -> tuple[list[list[str]], list[str]]:
+    """A long program as functions of at most ``PART`` array calls each (the lines of each), and
+    one that calls them in turn, passing on the values that later parts read (its lines)."""
     chunks = _chunks(body)
     reads, writes = _reads_and_writes(chunks, items, names)
     available = set(params) | {line.split(" = ")[0] for line in prelude}
@@ -177,17 +193,17 @@ def _parts(main: str, params: list[str], prelude: list[str], body: list, items: 
         for name in r:
             if last_read.get(name, -1) < k:
                 last_read[name] = k
-    text: list[str] = []
+    functions: list[list[str]] = []
     calls: list[str] = []
     for k, chunk in enumerate(chunks):
-        args = sorted((reads[k] | writes[k]) & available)
-        results = sorted(name for name in writes[k] if last_read.get(name, -1) > k)
-        text += _function(f"{main}_part{k + 1}", args, _freeing(chunk, items, names, big, set(results)), results)
-        text.append("")
+        args = [name for name in reads[k] | writes[k] if name in available]
+        results = [name for name in writes[k] if last_read.get(name, -1) > k]
+        functions.append(_function(f"{main}_part{k + 1}", args, _freeing(chunk, items, names, big, set(results)),
+                                   results))
         call = f"{main}_part{k + 1}({', '.join(args)})"
         calls.append(f"{', '.join(results)}{',' if len(results) == 1 else ''} = {call}" if results else call)
-        available |= writes[k]
-    return text + _function(main, params, prelude + calls, outs)
+        available.update(writes[k])
+    return functions, _function(main, params, prelude + calls, outs)
 
 
 def _chunks(body: list) -> list[list]:
@@ -204,14 +220,15 @@ def _chunks(body: list) -> list[list]:
     return chunks
 
 
-def _reads_and_writes(chunks: list[list], items: list, names: dict) -> tuple[list[set], list[set]]:
-    """The names each part reads, and those it assigns."""
-    reads: list[set] = []
-    writes: list[set] = []
+def _reads_and_writes(chunks: list[list], items: list, names: dict) -> tuple[list[dict], list[dict]]:
+    """The names each part reads, and those it assigns, each in the order of their first use (dicts
+    as ordered sets): parts of one pattern then have one shape, compiled once (``parts.py``)."""
+    reads: list[dict] = []
+    writes: list[dict] = []
     for chunk in chunks:
         found = [items[i] for i, _ in chunk if i is not None]
-        reads.append({names[s] for item in found for s in item.reads()})
-        writes.append({names[s] for item in found for s in item.writes()})
+        reads.append(dict.fromkeys(names[s] for item in found for s in item.reads()))
+        writes.append(dict.fromkeys(names[s] for item in found for s in item.writes()))
     return reads, writes
 
 
