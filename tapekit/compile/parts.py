@@ -29,14 +29,11 @@ def shape_of(lines: list[str], local: set[str]) -> tuple[str, list[str]]:
     head = lines[0]
     text = "\n".join(["def part" + head[head.index("("):]] + lines[1:])
     pieces = _TOKEN.split(text)
-    order: dict[str, str] = {}
-    for i in range(1, len(pieces), 2):
-        token = pieces[i]
-        if token in local:
-            pieces[i] = order.setdefault(token, f"v{len(order)}")
-        elif token[0] == "#":
-            pieces[i] = ""
-    return "".join(pieces), list(order)
+    tokens = pieces[1::2]
+    names = list(dict.fromkeys(token for token in tokens if token in local))
+    number = {name: f"v{k}" for k, name in enumerate(names)}
+    pieces[1::2] = [number.get(token) or ("" if token[0] == "#" else token) for token in tokens]
+    return "".join(pieces), names
 
 
 def compile_parts(functions: list[list[str]], first_line: int, filename: str, space: dict[str, Any],

@@ -233,7 +233,10 @@ def _reads_and_writes(chunks: list[list], items: list, names: dict) -> tuple[lis
 
 
 def _ident(text: str) -> str:
-    name = _IDENT.sub("_", str(text)).strip("_") or "v"
+    if type(text) is str and text.isidentifier() and text[0] != "_" and text[-1] != "_" and text.isascii():
+        name = text  # most names are made here (t12, a5, grad_x) and are identifiers already: no regex
+    else:
+        name = _IDENT.sub("_", str(text)).strip("_") or "v"
     if name[0].isdigit():
         name = "v" + name
     return name + "_" if keyword.iskeyword(name) or name in _RESERVED else name
@@ -362,10 +365,8 @@ def _body(items: list, rec: Recorder, names: dict, called: Callable[[int], str])
         if type(item) is not Step:  # a fused run: one call of its loops
             lines.append((i, item.line))
             continue
-        comment = _comment(item.group, called)
         nxt = items[i + 1].group if i + 1 < len(items) else None
-        if comment and nxt is item.group:  # one comment per op or rule, on its last line
-            comment = ""
+        comment = "" if nxt is item.group else _comment(item.group, called)  # one per op or rule, on its last line
         lines.append((i, _line(item, rec, names) + comment))
     return lines
 
