@@ -73,7 +73,8 @@ def _run(records: list[Record], entries: dict[int, Any], outputs: Sequence[Tenso
     found: dict[int, Tensor] = {}
     for out, seed in zip(outputs, seeds):
         _add(found, out.id, Tensor(seed, device)._handle(scratch))
-    swaps = {id(device.xp): TensorNamespace(device), id(device): _NoDevice()}
+    ns = TensorNamespace(device)
+    swaps = {id(device.xp): ns, id(device): _RecordingDevice(ns)}
     unreached: list[Record] = []
     rec = tid = None
     outside = _active.set(())  # the records go to the scratch tape, not to an enclosing GlobalTape block
@@ -181,9 +182,14 @@ def _handle_of(tid: int, array: Any, parent: Record | None, device: Any, tape: T
     return t
 
 
-class _NoDevice:
-    """What a rule that computes with the device itself (not its namespace) is handed: such a
-    rule's steps cannot be recorded, so using it says so."""
+class _RecordingDevice:
+    """What a rule that saved its device is handed: its namespace ``xp`` computes with tapekit's
+    ops, as the namespace a rule saved does (the transposes of the indexing rules, run again for
+    a third derivative, reshape and take with it). Anything else of the device (a scatter with
+    ``index_add``, an allocation) cannot be recorded, so using it says so."""
+
+    def __init__(self, ns: TensorNamespace) -> None:
+        self.xp = ns
 
     def __getattr__(self, name: str) -> Any:
         raise SecondOrderError(f"this rule computes with the device itself (device.{name}), not with its array "

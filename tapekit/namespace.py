@@ -98,7 +98,15 @@ class TensorNamespace:
     def cumulative_sum(x: Tensor, axis: int | None = None) -> Tensor:
         return ops.cumsum(x, axis)
 
-    # -- shapes and linear algebra -----------------------------------------------------------------
+    # -- shapes, indexing and linear algebra ------------------------------------------------------
+    @staticmethod
+    def take(x: Tensor, indices: Any, axis: int | None = None) -> Tensor:
+        """The values of ``x`` at the integer ``indices`` along ``axis`` (a 1-d ``x`` needs none)."""
+        if axis is None and x.ndim != 1:
+            raise SecondOrderError("take without an axis needs a 1-d tensor (the array API's rule); pass the axis")
+        key = (slice(None),) * ((axis or 0) % max(x.ndim, 1)) + (indices,)
+        return ops.getitem(x, key)
+
     @staticmethod
     def reshape(x: Tensor, shape: Sequence[int]) -> Tensor:
         return ops.reshape(x, tuple(shape))

@@ -120,6 +120,25 @@ def test_vjp_gives_u_transpose_j_for_many_u(dev):
         np.testing.assert_allclose(host(gy), u * t)
 
 
+@pytest.mark.parametrize("key", [[0, 0, 3], slice(1, 3), (np.array([True, False, True, True]),)],
+                         ids=["integers", "slice", "mask"])
+def test_third_and_fourth_derivatives_flow_through_indexing(dev, key):
+    """The rule of an index is a scatter, recorded whole with its transpose (a gather) as its own
+    rule; a third derivative runs that transpose on tensors, and a fourth its transpose again."""
+    x = dev.tensor(X, dtype="float64")
+    picks = np.bincount(np.arange(4)[key], minlength=4)  # how often each value is picked
+
+    def f(t):
+        return (t[key] ** 4).sum()  # the sum over the picks of x ** 4
+
+    d = [lambda p: picks * p ** 4, lambda p: picks * 4 * p ** 3, lambda p: picks * 12 * p ** 2,
+         lambda p: picks * 24 * p, lambda p: picks * 24.0]
+    grad = f
+    for order in range(1, 5):  # the gradient of the sum of the last: the order-th derivative of each value
+        grad = tk.grad(lambda t, inner=grad: inner(t).sum())
+        np.testing.assert_allclose(host(grad(x)), d[order](X), rtol=1e-12, atol=1e-12)
+
+
 def test_the_errors_name_the_fix():
     dev = tk.Cpu()
     x = dev.tensor(X, dtype="float64")
