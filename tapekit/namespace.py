@@ -98,6 +98,16 @@ class TensorNamespace:
     def cumulative_sum(x: Tensor, axis: int | None = None) -> Tensor:
         return ops.cumsum(x, axis)
 
+    def cumulative_prod(self, x: Tensor, axis: int | None = None, include_initial: bool = False) -> Tensor:
+        products = ops.cumprod(x, axis)
+        if not include_initial:
+            return products
+        ax = -1 if axis is None else axis
+        shape = list(products.shape)
+        shape[ax] = 1
+        ones = self._constant(self.xp.ones(tuple(shape), dtype=products.dtype, **self.device._placement()))
+        return ops.concat([ones, products], axis=ax)
+
     # -- shapes, indexing and linear algebra ------------------------------------------------------
     @staticmethod
     def take(x: Tensor, indices: Any, axis: int | None = None) -> Tensor:

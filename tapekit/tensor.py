@@ -494,6 +494,10 @@ class Tensor:
         """Running sums along ``axis`` (None: the flattened tensor); see ``tk.cumsum``."""
         return ops.cumsum(self, axis)
 
+    def cumprod(self, axis: int | None = None) -> "Tensor":
+        """Running products along ``axis`` (None: the flattened tensor); see ``tk.cumprod``."""
+        return ops.cumprod(self, axis)
+
     def argmax(self, axis: int | None = None, keepdims: bool = False) -> "Tensor":
         """Indices of the maxima, an integer tensor with no gradient; see ``tk.argmax``."""
         return ops.argmax(self, axis, keepdims)

@@ -3,10 +3,13 @@ proves no op calls numpy directly on storage), and on CuPy when a GPU is present
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
 import tapekit as tk
+from tapekit.ops.core import ELEMENTWISE, unary
 
 
 def _gpu_available() -> bool:
@@ -49,3 +52,10 @@ def host(a) -> np.ndarray:
     if hasattr(a, "get"):  # CuPy
         return a.get()
     return np.from_dlpack(a)
+
+
+@unary(lambda g, xp, x: g * xp.exp2(x) * math.log(2.0), ELEMENTWISE)
+def exp2_by_hand(xp, x):
+    """``2 ** x``, its rule written with ``xp.exp2``, which ``tapekit.namespace`` does not have: an
+    op with a first derivative and no recorded one (``SecondOrderError`` names ``xp.exp2``)."""
+    return xp.exp2(x), (xp, x)

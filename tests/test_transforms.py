@@ -9,7 +9,7 @@ import pytest
 
 import tapekit as tk
 
-from .conftest import host
+from .conftest import exp2_by_hand, host
 
 RNG = np.random.default_rng(7)
 A = RNG.standard_normal((4, 4))
@@ -149,7 +149,7 @@ def test_the_errors_name_the_fix():
     with pytest.raises(tk.OperandError, match="dev.tensor"):
         tk.grad(lambda x: x.sum())(np.ones(3))
     with pytest.raises(tk.BackwardError, match="no second derivative") as info:
-        tk.hessian(lambda x: x.prod(), x)
+        tk.hessian(lambda x: exp2_by_hand(x).sum(), x)
     assert isinstance(info.value.__cause__, tk.SecondOrderError)
     with pytest.raises(tk.InvalidArgumentError, match="'rev'"):
         tk.jacobian(lambda x: x, x, mode="sideways")

@@ -12,13 +12,14 @@ tangent times the slope (``by_slope``), one definition of the slope for both.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable
 
 from ..errors import AxisError, InvalidArgumentError, checked_number
 from ..tensor import Tensor
 from .core import LINEAR, forward_of, normalize_axes, unary
 
-__all__ = ["sum", "mean", "max", "min", "prod", "var", "std", "logsumexp", "softmax", "log_softmax", "cumsum",
+__all__ = ["sum", "mean", "max", "min", "prod", "var", "std", "logsumexp", "softmax", "log_softmax", "cumsum", "cumprod",
            "argmax", "argmin", "all", "any"]
 
 
@@ -114,8 +115,7 @@ def _product_of_others(xp: Any, x: Any, axes: tuple[int, ...] | None) -> Any:
     last = tuple(range(x.ndim - len(axes), x.ndim))
     moved = xp.moveaxis(x, axes, last)  # the reduced axes last, then flattened into one
     lines = xp.reshape(moved, moved.shape[:x.ndim - len(axes)] + (_count(x.shape, axes),))
-    before = xp.cumulative_prod(lines, axis=-1, include_initial=True)[..., :-1]
-    after = xp.flip(xp.cumulative_prod(xp.flip(lines, axis=-1), axis=-1, include_initial=True)[..., :-1], axis=-1)
+    before, after = _products_before(xp, lines), xp.flip(_products_before(xp, xp.flip(lines, axis=-1)), axis=-1)
     return xp.moveaxis(xp.reshape(before * after, moved.shape), last, axes)
 
 
@@ -257,6 +257,71 @@ def cumsum(xp, x, axis=None):
     ax = 0 if ax is None else ax
     y = xp.cumulative_sum(lines, axis=ax)
     return (y if axis is None else xp.reshape(y, x.shape)), (xp, x.shape, lines.shape, ax)
+
+
+def _ahead(xp: Any, v: Any, k: int) -> Any:
+    """``v`` moved ``k`` places back along the last axis: element i holds ``v[i + k]``, 0 past the end."""
+    return xp.concat([v[..., k:], xp.zeros_like(v[..., :k])], axis=-1)
+
+
+def _suffix_scan(xp: Any, u: Any, a: Any) -> Any:
+    """``T`` with ``T[k] = u[k] + a[k] * T[k + 1]`` along the last axis (0 past the end), that is
+    ``T[k] = sum over i >= k of u[i] * a[k] * ... * a[i - 1]``, in log2(n) doubling steps: after
+    each, ``u[k]`` holds the terms of a span twice as long and ``a[k]`` the product over that
+    span. Products and sums only, so zeros are exact, and every step records as ops."""
+    span = 1
+    while span < u.shape[-1]:
+        u = u + a * _ahead(xp, u, span)
+        a = a * _ahead(xp, a, span)
+        span *= 2
+    return u
+
+
+def _products_before(xp: Any, x: Any) -> Any:
+    """The product of the elements before each one along the last axis (1 for the first)."""
+    return xp.cumulative_prod(x, axis=-1, include_initial=True)[..., :-1]
+
+
+def _along(rule: Callable, v: Any, xp: Any, lines: tuple, ax: int, x: Any, shape: tuple) -> Any:
+    """``rule(xp, v, x)``, written along the last axis, applied along axis ``ax`` of ``v`` and ``x``
+    seen as ``lines``; the result shaped as ``shape``."""
+    last = rule(xp, xp.moveaxis(xp.reshape(v, lines), ax, -1), xp.moveaxis(xp.reshape(x, lines), ax, -1))
+    return xp.reshape(xp.moveaxis(last, -1, ax), shape)
+
+
+def _gradient_along_last(xp: Any, g: Any, x: Any) -> Any:
+    """Element k feeds every output i >= k, as ``x[0] ... x[i]`` without ``x[k]``: its gradient is
+    the product of the elements before it times ``S[k] = g[k] + x[k + 1] * S[k + 1]``."""
+    return _products_before(xp, x) * _suffix_scan(xp, g, _ahead(xp, x, 1))
+
+
+def _tangent_along_last(xp: Any, t: Any, x: Any) -> Any:
+    """``R[i] = t[i] * (the product before i) + x[i] * R[i - 1]``: the suffix scan, run backwards."""
+    ahead = _suffix_scan(xp, xp.flip(t * _products_before(xp, x), axis=-1), xp.flip(x, axis=-1))
+    return xp.flip(ahead, axis=-1)
+
+
+def _cumprod_grad(g, xp, shape, out_shape, lines, ax, x):
+    return _along(_gradient_along_last, g, xp, lines, ax, x, shape)
+
+
+def _cumprod_jvp(t, xp, shape, out_shape, lines, ax, x):
+    return _along(_tangent_along_last, t, xp, lines, ax, x, out_shape)
+
+
+@unary(_cumprod_grad, _cumprod_jvp)
+def cumprod(xp, x, axis=None):
+    """Running products along ``axis``; ``axis=None`` runs along the flattened tensor (as numpy
+    does). Element k's gradient is the sum over the outputs i >= k of their gradients times the
+    product of ``x[0] ... x[i]`` without ``x[k]``, computed without dividing by ``x[k]`` (a linear
+    recurrence solved in log2(n) doubling steps), so zeros get exact gradients. Forward rule (JVP):
+    each output's tangent is the sum of each earlier tangent times the product of the others."""
+    ax = _one_axis(axis, x.ndim, "cumprod")
+    lines = x.shape if ax is not None else (math.prod(x.shape),)  # a 0-d tensor is a line of one
+    ax = 0 if ax is None else ax
+    y = xp.cumulative_prod(xp.reshape(x, lines), axis=ax)
+    out = y if axis is None else xp.reshape(y, x.shape)
+    return out, (xp, x.shape, out.shape, lines, ax, x)
 
 
 def _no_gradient(fn: Callable) -> Callable[..., Tensor]:

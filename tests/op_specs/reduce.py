@@ -100,7 +100,7 @@ SPECS: list[OpSpec] = [
         _edge([[2.0, 1.0, 1.0, 1.0]], [[0.0, 1 / 3, 1 / 3, 1 / 3]], "ties share the gradient equally"),
         _edge([[[0.0, 1.0], [4.0, 4.0]]], [[[1.0, 0.0], [0.5, 0.5]]], "ties share it within each row", axis=-1),
         _edge([2.0], [1.0], ZERO_D, axis=-1)]),
-    OpSpec("prod", tk.prod, _reference(np.prod), _draw(_away_from_zero), second=False, edges=[
+    OpSpec("prod", tk.prod, _reference(np.prod), _draw(_away_from_zero), edges=[
         _edge([[2.0, 0.0, 3.0]], [[0.0, 6.0, 0.0]], "one zero: only it gets a gradient, the product of the others"),
         _edge([[0.0, 2.0, 0.0]], [[0.0, 0.0, 0.0]], "two zeros: every gradient is 0"),
         _edge([[[2.0, 0.0, 3.0], [1.0, 2.0, 3.0]]], [[[0.0, 6.0, 0.0], [6.0, 3.0, 2.0]]], "a zero in one row only",
@@ -126,6 +126,12 @@ SPECS: list[OpSpec] = [
            _draw(tuples=False, keepdims=False), edges=[
                _edge([[1.0, 2.0, 3.0]], [[3.0, 2.0, 1.0]], "a running sum's gradient runs from the end"),
                _edge([[[1.0, 2.0], [3.0, 4.0]]], [[[2.0, 2.0], [1.0, 1.0]]], "along axis 0", axis=0),
+               _edge([2.0], [1.0], "a 0-d tensor is a line of one", axis=0)]),
+    OpSpec("cumprod", tk.cumprod, lambda x, axis=None: np.cumprod(x, axis=axis) if axis is None or x.ndim else x,
+           _draw(_away_from_zero, tuples=False, keepdims=False), edges=[
+               _edge([[2.0, 0.0, 3.0]], [[1.0, 8.0, 0.0]], "a zero: exact gradients, with no division by it"),
+               _edge([[0.0, 2.0, 0.0]], [[3.0, 0.0, 0.0]], "two zeros: only the first element feeds a nonzero output"),
+               _edge([[[2.0, 0.0], [3.0, 4.0]]], [[[4.0, 5.0], [2.0, 0.0]]], "along axis 0", axis=0),
                _edge([2.0], [1.0], "a 0-d tensor is a line of one", axis=0)]),
     OpSpec("argmax", tk.argmax, _index(np.argmax), _draw("apart", tuples=False), grad=False),
     OpSpec("argmin", tk.argmin, _index(np.argmin), _draw("apart", tuples=False), grad=False),
