@@ -69,8 +69,7 @@ class Compiled:
             _refill(g, entries, iter(slots), meta, outs)
         for message, category in program.warned:
             warnings.warn(message, category, stacklevel=2)
-        ids = {old: t.id for old, t in zip(program.results[1], inputs.arg_tensors)}
-        return build_result(program.results[0], outs, ids, inputs.arg_tensors)
+        return build_result(program.results[0], outs, program.results[1], inputs.arg_tensors)
 
     # -- recording -------------------------------------------------------------------------------------
     def _record(self, inputs: Inputs, args: tuple, kwargs: dict) -> Any:
