@@ -5,7 +5,7 @@ gradients, keyed by the new tensors' ids. The first call's own result gets its r
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from ..gradients import Gradients
 from ..tensor import Tensor
@@ -93,16 +93,21 @@ def build_result(template: Any, outs: tuple, recorded_ids: list, arg_tensors: li
         return t[1]
 
     result = walk(template)
-    ids = dict(zip(recorded_ids, (t.id for t in arg_tensors))) if todo else {}
-    for g, (_, entries, leaves, why, partial) in todo:  # after the tensors: their new ids key the entries
-        def key(tid: int) -> int:
-            return ids.get(tid, made.get(tid, tid))
-        g._arrays = {key(tid): outs[e[1]] if e[0] == "slot" else e[1] for tid, e in entries}
-        g._owned = set(g._arrays)
-        g.leaves = None if leaves is None else frozenset(key(tid) for tid in leaves)
-        g._why = {key(tid): text for tid, text in why.items()}
-        g._partial = {key(tid) for tid in partial}
+    if todo:  # after the tensors: their new ids key the entries
+        ids = dict(zip(recorded_ids, (t.id for t in arg_tensors)))
+        for g, (_, entries, leaves, why, partial) in todo:
+            _fill(g, entries, leaves, why, partial, outs, lambda tid: ids.get(tid, made.get(tid, tid)))
     return result
+
+
+def _fill(g: Gradients, entries: list, leaves: Any, why: dict, partial: set, outs: tuple,
+          key: Callable[[int], int]) -> None:
+    """A replayed result's gradients, as recorded, with this call's arrays and tensor ids (``key``)."""
+    g._arrays = {key(tid): outs[e[1]] if e[0] == "slot" else e[1] for tid, e in entries}
+    g._owned = set(g._arrays)
+    g.leaves = None if leaves is None else frozenset(key(tid) for tid in leaves)
+    g._why = {key(tid): text for tid, text in why.items()}
+    g._partial = {key(tid) for tid in partial}
 
 
 def unwrap_result(value: Any) -> Any:
