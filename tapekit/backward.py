@@ -58,7 +58,7 @@ def backward(outputs: Any, seeds: Sequence[Any] | None = None, retain: bool = Fa
     planned = Planned([store._grads for store in stores])
     if create_graph:
         from .create_graph import recorded_backward
-        grads = recorded_backward(outputs, seeds, tapes, records, planned.arrays, _rule_error)
+        grads = recorded_backward(outputs, seeds, tapes, records, planned.arrays)
     else:
         found = _run(records, planned, outputs, seeds)
         grads = _taken(tapes, records, outputs, retain, names)  # every rule has run: only now do the tapes change
@@ -69,15 +69,24 @@ def backward(outputs: Any, seeds: Sequence[Any] | None = None, retain: bool = Fa
 
 
 def _run(records: list[Record], planned: Planned, outputs: Sequence[Tensor], seeds: Sequence[Any]) -> Found:
-    """The chain rule, over the records newest first: each record's rule for an operand maps the
-    gradient of the record's output to that operand's part, which is added to the operand's
-    gradient. Returns what was found. Nothing else changes but zeroed buffers that rules write
-    into, which are zeroed again if a rule fails. A record that no output reaches runs no rule; its
-    operands get zero entries at the end, if nothing else gave them one.
-    """
+    """The gradients of ``outputs`` (started from ``seeds``) that the records give, as arrays:
+    ``chain_rule`` with a ``Found``."""
     found = Found(records, planned, outputs[0].device)
     for out, seed in zip(outputs, seeds):
         found.seed(out.id, seed)
+    chain_rule(records, found)
+    return found
+
+
+def chain_rule(records: list[Record], found: Any) -> None:
+    """The chain rule, over the records newest first: each record's rule for an operand maps the
+    gradient of the record's output to that operand's part, which is added to the operand's
+    gradient. ``found`` keeps the gradients and says what the rules are called with: arrays
+    (``Found``), or tensors, so that the steps are recorded (``create_graph.Traced``). Nothing else
+    changes but zeroed buffers that rules write into, which are zeroed again if a rule fails
+    (``found.undo``). A record that no output reaches runs no rule; its operands get zero entries
+    at the end (``found.finish``), if nothing else gave them one.
+    """
     rec = tid = None
     try:
         for rec in reversed(records):  # newest first: every use of a tensor runs before the op that made it
@@ -86,21 +95,20 @@ def _run(records: list[Record], planned: Planned, outputs: Sequence[Tensor], see
             if g is None:  # no output depends on this record
                 found.unreached.append(rec)
                 continue
-            for tid, shape, rule in zip(rec.inputs, rec.shapes, rec.rules):
+            for tid, shape, rule in zip(rec.inputs, rec.shapes, found.rules):
                 if rule is None or tid not in found.wanted:
                     continue
                 if tid in found.buffers:  # a zeroed gradient buffer: the rule writes into it
                     found.fill(tid, rule, shape)
                 else:
-                    found.add(tid, rule(g, *rec.saved), shape)
+                    found.add(tid, rule(g, *found.saved), shape)
         rec = tid = None
-        found.zero_unreached()
+        found.finish()
     except BaseException as err:
         found.undo()
         if not isinstance(err, Exception) or isinstance(err, NonFiniteError):  # an interrupt stays one
             raise
         raise _rule_error(rec, tid, err) from err
-    return found
 
 
 def _checked_coverage(outputs: Sequence[Tensor], stores: list[Tape], tape: Tape, names: Later) -> Coverage:
@@ -172,7 +180,8 @@ class Found:
     """The gradients one backward finds, kept apart from the tapes' entries until every rule has
     run (``arrays``: tensor id -> gradient). On the chain rule's path are ``gradient`` (all of a
     record's output's gradient, which its rules now pass back) and ``add`` (one rule's result added
-    to its operand's gradient); the rest is bookkeeping, each piece named."""
+    to its operand's gradient); the rest is bookkeeping, each piece named. ``chain_rule`` calls
+    the rules of the record ``gradient`` was given (``rules``) with its ``saved`` values."""
 
     def __init__(self, records: Sequence[Record], planned: Planned, device: Any) -> None:
         self.arrays: dict[int, Any] = {}
@@ -185,6 +194,8 @@ class Found:
         self.unreached: list[Record] = []  # records no output reaches, newest first
         self.rec: Record | None = None  # the record whose rules run now (``gradient``)
         self.g: Any = None  # the gradient of its output
+        self.rules: Sequence[Callable | None] = ()  # its rules, and what they are called with after g
+        self.saved: tuple = ()
         self.fresh = self.fresh_bytes = 0  # arrays this backward made, counted on the device at the end
         self.device, self.xp, self.nbytes_of = device, device.xp, device.nbytes_of
 
@@ -202,7 +213,7 @@ class Found:
         held = self.held.get(tid)
         if held is not None and tid not in self.filled:  # a filled buffer is the tape's entry and what was found
             g = held if g is None else held + g
-        self.rec, self.g = rec, g
+        self.rec, self.g, self.rules, self.saved = rec, g, rec.rules, rec.saved
         return g
 
     def add(self, tid: int, part: Any, shape: tuple) -> None:
@@ -260,7 +271,7 @@ class Found:
         if anomaly.on:
             anomaly.check_rule(rec, tid, buf, g, self.device)
 
-    def zero_unreached(self) -> None:
+    def finish(self) -> None:
         """Zero gradients for the operands of the unreached records that got no entry, since every
         operand of a recorded op gets one (with a leaf set, only leaves are kept). The search ends
         once each of them has one."""

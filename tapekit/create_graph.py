@@ -31,11 +31,12 @@ raises, or an interrupt, leaves every tape, record and gradient as it was.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .errors import NonFiniteError, SecondOrderError
+from .backward import chain_rule
+from .errors import SecondOrderError
 from .gradients import Gradients
 from .namespace import TensorNamespace
 from .ops.core import emit, unbroadcast
@@ -47,18 +48,25 @@ from .tensor import Tensor
 
 
 def recorded_backward(outputs: Sequence[Tensor], seeds: Sequence[Any], tapes: Sequence[Tape],
-                      records: list[Record], entries: dict[int, Any], rule_error: Any) -> Gradients:
+                      records: list[Record], entries: dict[int, Any]) -> Gradients:
     """The gradients of ``outputs`` as traced tensors, the backward recorded (see the module's
-    docstring). ``entries`` are the gradient entries the tapes held before; ``rule_error(rec, tid,
-    err)`` makes the error of a failed rule."""
+    docstring): ``chain_rule``, the loop of the first-order backward, with ``Traced`` keeping the
+    gradients. ``entries`` are the gradient entries the tapes held before."""
     scratch = UnionTape()
-    found = _run(records, entries, outputs, seeds, scratch, rule_error)
+    found = Traced(records, entries, outputs[0].device, scratch)
+    for out, seed in zip(outputs, seeds):
+        found.add(out.id, Tensor(seed, out.device)._handle(scratch), seed.shape)
+    outside = _active.set(())  # the records go to the scratch tape, not to an enclosing GlobalTape block
+    try:
+        chain_rule(records, found)
+    finally:
+        _active.reset(outside)
     # every rule has run: only now do the tapes change
     tape = merge_tapes(tapes, "backward")
     grads = tape._take(True, records)
     with LOCK:
         Tape._take_in(tape._store(), scratch)
-    for tid, grad in found.items():
+    for tid, grad in found.arrays.items():
         grads._arrays[tid] = grad._handle(tape)
         grads._owned.discard(tid)
         grads._clean.discard(tid)
@@ -66,46 +74,54 @@ def recorded_backward(outputs: Sequence[Tensor], seeds: Sequence[Any], tapes: Se
     return grads
 
 
-def _run(records: list[Record], entries: dict[int, Any], outputs: Sequence[Tensor], seeds: Sequence[Any],
-         scratch: UnionTape, rule_error: Any) -> dict[int, Tensor]:
-    """Run the rules newest-first on tensors, recording on ``scratch``; the gradients found."""
-    device = outputs[0].device
-    found: dict[int, Tensor] = {}
-    for out, seed in zip(outputs, seeds):
-        _add(found, out.id, Tensor(seed, device)._handle(scratch))
-    ns = TensorNamespace(device)
-    swaps = {id(device.xp): ns, id(device): _RecordingDevice(ns)}
-    unreached: list[Record] = []
-    rec = tid = None
-    outside = _active.set(())  # the records go to the scratch tape, not to an enclosing GlobalTape block
-    try:
-        for rec in reversed(records):
-            tid = None
-            g = _with_entry(found.get(rec.out), entries.get(rec.out), device)
-            if g is None:
-                unreached.append(rec)
-                continue
-            saved = _as_tensors(rec, scratch, swaps, device)
-            for tid, shape, rule in zip(rec.inputs, rec.shapes, rec.rules):
-                if rule is not None:
-                    gi = _whole(rule, g, rec, device) if hasattr(rule, "transpose") else rule(g, *saved)
-                    _add(found, tid, _shaped(gi, shape, swaps[id(device.xp)], device))
-        rec = tid = None
-        _finish(found, unreached, entries, scratch, device)
-    except BaseException as err:
-        if not isinstance(err, Exception) or isinstance(err, NonFiniteError):
-            raise
-        raise rule_error(rec, tid, err) from err
-    finally:
-        _active.reset(outside)
-    return found
+class Traced:
+    """The gradients a recorded backward finds, as tensors (``arrays``: tensor id -> gradient),
+    for ``chain_rule``: each record's rules are called with tensors for the arrays they saved and
+    ``TensorNamespace`` for their ``xp`` (``_as_tensors``), so every step they take is an op
+    recorded on ``scratch``. Every operand's rule runs (``wanted``); no buffer is written into; a
+    failure leaves nothing to undo, since only ``scratch`` changed."""
+
+    buffers: frozenset[int] = frozenset()
+
+    def __init__(self, records: Sequence[Record], entries: dict[int, Any], device: Any, scratch: UnionTape) -> None:
+        self.arrays: dict[int, Tensor] = {}
+        self.held = entries
+        self.wanted = set().union(*(rec.inputs for rec in records))
+        self.unreached: list[Record] = []
+        self.device, self.scratch, self.ns = device, scratch, TensorNamespace(device)
+        self.swaps = {id(device.xp): self.ns, id(device): _RecordingDevice(self.ns)}
+        self.rules: list[Any] = []
+        self.saved: list[Any] = []
+
+    def gradient(self, rec: Record) -> Tensor | None:
+        """The gradient of ``rec``'s output (with the entry its tape held before), and ``rec``'s
+        rules and saved values as the rules are to be called: a ``linear`` rule whole (``_whole``)."""
+        g = _with_entry(self.arrays.get(rec.out), self.held.get(rec.out), self.device)
+        if g is not None:
+            self.saved = _as_tensors(rec, self.scratch, self.swaps, self.device)
+            self.rules = [_whole(rule, rec, self.device) if hasattr(rule, "transpose") else rule for rule in rec.rules]
+        return g
+
+    def add(self, tid: int, part: Any, shape: tuple) -> None:
+        """Add a rule's result to the gradient of ``tid``, as a tensor of its operand's shape."""
+        _add(self.arrays, tid, _shaped(part, shape, self.ns, self.device))
+
+    def finish(self) -> None:
+        _finish(self.arrays, self.unreached, self.held, self.scratch, self.device)
+
+    def undo(self) -> None:
+        """Nothing to undo: the rules' records went to the scratch tape, which is dropped."""
 
 
-def _whole(rule: Any, g: Tensor, rec: Record, device: Any) -> Tensor:
-    """A ``linear`` rule applied to ``g``, recorded as one op whose rule is its transpose (and
-    whose forward rule, as it is linear, is itself applied to the tangent)."""
-    return emit(f"{rec.name}'s rule", rule(g.data, *rec.saved), (g,), (rule.transpose,), (*rec.saved, g.shape),
-                device, lambda tangents, *_: rule(tangents[0], *rec.saved))
+def _whole(rule: Any, rec: Record, device: Any) -> Callable[..., Tensor]:
+    """A ``linear`` rule of ``rec`` as a rule on tensors: applied to ``g`` and recorded as one op
+    whose rule is its transpose (and whose forward rule, as it is linear, is itself applied to the
+    tangent). It takes ``rec``'s saved values as they are, not as tensors."""
+    def whole(g: Tensor, *_: Any) -> Tensor:
+        return emit(f"{rec.name}'s rule", rule(g.data, *rec.saved), (g,), (rule.transpose,), (*rec.saved, g.shape),
+                    device, lambda tangents, *_: rule(tangents[0], *rec.saved))
+
+    return whole
 
 
 def _with_entry(g: Tensor | None, entry: Any, device: Any) -> Tensor | None:

@@ -42,5 +42,5 @@ def test_the_reading_guide_shows_the_backward_loop_as_it_is():
 
     guide = (README.parent / "docs" / "reading-guide.md").read_text()
     loop = re.search(r"```python\n(for rec in reversed\(records\).*?)```", guide, re.S).group(1)
-    source = textwrap.dedent(inspect.getsource(sys.modules["tapekit.backward"]._run))
+    source = textwrap.dedent(inspect.getsource(sys.modules["tapekit.backward"].chain_rule))
     assert textwrap.indent(loop, "        ") in source
