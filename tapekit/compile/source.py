@@ -2,7 +2,7 @@
 dropped; every slot gets a variable name (a tensor's name where it has one); each step becomes one
 line, under a heading for its phase (forward, backward, update) with a comment naming its op or
 rule; big arrays are let go after their last use; and a long program is cut into parts, one
-function each, called in turn."""
+function each, called in turn (parts of one shape are compiled once: ``parts.py``)."""
 
 from __future__ import annotations
 
