@@ -268,16 +268,10 @@ class Tensor:
         return ops.abs(self)
 
     def __matmul__(self, other: "Tensor") -> "Tensor":
-        return ops.matmul(self, self._constant(other, "matmul"))
+        return ops.matmul(self, other)
 
     def __rmatmul__(self, other: "Tensor") -> "Tensor":
-        return ops.matmul(self._constant(other, "matmul"), self)
-
-    def _constant(self, other: Any, op: str) -> Any:
-        """A numpy array operand as an untraced tensor beside this one (``ops.core.host_constant``)."""
-        if isinstance(other, np.ndarray):
-            return Tensor(self.device.count(ops.core.host_constant(other, op, self)), self.device)
-        return other
+        return ops.matmul(other, self)
 
     def __getitem__(self, key: Any) -> "Tensor":
         return ops.getitem(self, key)
@@ -361,13 +355,16 @@ class Tensor:
     def minimum(self, other: Any) -> "Tensor":
         return ops.minimum(self, other)
 
-    def sum(self, axis: Any = None, keepdims: bool = False) -> "Tensor":
+    def sum(self, axis: Any = None, keepdims: bool = False, *, dtype: Any = None, out: Any = None) -> "Tensor":
+        _numpy_keywords("sum", dtype, out)
         return ops.sum(self, axis, keepdims)
 
-    def mean(self, axis: Any = None, keepdims: bool = False) -> "Tensor":
+    def mean(self, axis: Any = None, keepdims: bool = False, *, dtype: Any = None, out: Any = None) -> "Tensor":
+        _numpy_keywords("mean", dtype, out)
         return ops.mean(self, axis, keepdims)
 
-    def max(self, axis: Any = None, keepdims: bool = False) -> "Tensor":
+    def max(self, axis: Any = None, keepdims: bool = False, *, out: Any = None) -> "Tensor":
+        _numpy_keywords("max", None, out)
         return ops.max(self, axis, keepdims)
 
     def logsumexp(self, axis: Any = None, keepdims: bool = False) -> "Tensor":
@@ -472,30 +469,36 @@ class Tensor:
     # (end of elementwise methods)
 
     # -- methods of the reductions (tapekit.ops.reduce) --------------------------------------
-    def min(self, axis: Any = None, keepdims: bool = False) -> "Tensor":
+    def min(self, axis: Any = None, keepdims: bool = False, *, out: Any = None) -> "Tensor":
         """Minimum over ``axis``; see ``tk.min``."""
+        _numpy_keywords("min", None, out)
         return ops.min(self, axis, keepdims)
 
-    def prod(self, axis: Any = None, keepdims: bool = False) -> "Tensor":
+    def prod(self, axis: Any = None, keepdims: bool = False, *, dtype: Any = None, out: Any = None) -> "Tensor":
         """Product over ``axis``; see ``tk.prod``."""
+        _numpy_keywords("prod", dtype, out)
         return ops.prod(self, axis, keepdims)
 
     def var(self, axis: Any = None, keepdims: bool = False, *, correction: float = 0,
-            ddof: float | None = None) -> "Tensor":
+            ddof: float | None = None, dtype: Any = None, out: Any = None) -> "Tensor":
         """Variance over ``axis``; see ``tk.var``."""
+        _numpy_keywords("var", dtype, out)
         return ops.var(self, axis, keepdims, correction=correction, ddof=ddof)
 
     def std(self, axis: Any = None, keepdims: bool = False, *, correction: float = 0,
-            ddof: float | None = None) -> "Tensor":
+            ddof: float | None = None, dtype: Any = None, out: Any = None) -> "Tensor":
         """Standard deviation over ``axis``; see ``tk.std``."""
+        _numpy_keywords("std", dtype, out)
         return ops.std(self, axis, keepdims, correction=correction, ddof=ddof)
 
-    def cumsum(self, axis: int | None = None) -> "Tensor":
+    def cumsum(self, axis: int | None = None, *, dtype: Any = None, out: Any = None) -> "Tensor":
         """Running sums along ``axis`` (None: the flattened tensor); see ``tk.cumsum``."""
+        _numpy_keywords("cumsum", dtype, out)
         return ops.cumsum(self, axis)
 
-    def cumprod(self, axis: int | None = None) -> "Tensor":
+    def cumprod(self, axis: int | None = None, *, dtype: Any = None, out: Any = None) -> "Tensor":
         """Running products along ``axis`` (None: the flattened tensor); see ``tk.cumprod``."""
+        _numpy_keywords("cumprod", dtype, out)
         return ops.cumprod(self, axis)
 
     def argmax(self, axis: int | None = None, keepdims: bool = False) -> "Tensor":
@@ -558,6 +561,18 @@ class Tensor:
 
     # -- methods of the linear algebra ops (tapekit.ops.linalg) ------------------------------
     # (end of linalg methods)
+
+
+def _numpy_keywords(method: str, dtype: Any, out: Any) -> None:
+    """Refuse what numpy passes on to a tensor's own reduction (``np.sum(t)`` calls ``t.sum(axis=,
+    dtype=, out=)``) and tapekit cannot do: writing into ``out``, or computing in another ``dtype``.
+    Not a ``TypeError``: numpy would take that for a method it cannot call, and compute on the values."""
+    if out is not None:
+        raise InvalidArgumentError(f"np.{method} with out=: an op makes a new tensor and writes into no array; call it "
+                           f"without out= (the result stays traced), or on t.numpy() for plain values")
+    if dtype is not None:
+        raise InvalidArgumentError(f"np.{method} with dtype={dtype!r}: tapekit's {method} keeps the tensor's dtype; make the "
+                           f"tensor in the dtype you want, or call it on t.numpy() for plain values")
 
 
 # numpy's ufuncs that are an operator of Tensor: (its method, its method with the operands swapped)

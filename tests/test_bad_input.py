@@ -242,11 +242,11 @@ def operand_where_numbers(new_tape, tmp):
     return (lambda: tk.where(np.array([True]), 1.0, 0.0)), []
 
 
-@bad(tk.OperandError, "matmul takes two tensors, got Tensor @ ndarray", "make an array a tensor with dev.tensor",
+@bad(tk.OperandError, "matmul takes two tensors, got Tensor @ list", "make an array a tensor with dev.tensor",
      per_policy=True)
-def operand_matmul_array(new_tape, tmp):
+def operand_matmul_list(new_tape, tmp):
     a = operand(new_tape, (2, 2))
-    return (lambda: tk.matmul(a, np.eye(2))), [a]
+    return (lambda: tk.matmul(a, [[1.0, 0.0], [0.0, 1.0]])), [a]
 
 
 @bad(tk.DeviceMismatchError, ("mul: a numpy array cannot meet", "backend='strict'"),

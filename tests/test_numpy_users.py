@@ -144,3 +144,34 @@ def test_a_numpy_ufunc_tapekit_has_no_op_for_is_refused_not_computed_on_the_valu
         np.exp(x, out=np.zeros(2))
     assert len(x.tape) == 0  # nothing was recorded
     np.testing.assert_allclose(np.hypot(x.numpy(), x.numpy()), np.hypot([0.5, 1.5], [0.5, 1.5]), rtol=1e-6)
+
+
+@pytest.mark.parametrize("side", ["right", "left"])
+def test_tk_matmul_takes_a_numpy_array_as_the_operator_does(cpu, side):
+    x, arr = cpu.tensor([[1.0, 2.0], [3.0, 4.0]], dtype="float64"), np.array([[0.5, -1.0], [2.0, 0.0]])
+    out = tk.matmul(*_ordered(side, x.trace(), arr))
+    want = operator.matmul(*_ordered(side, x.trace(), arr))
+    np.testing.assert_array_equal(out.numpy(), want.numpy())
+    np.testing.assert_array_equal(out.sum().backward()[x], want.sum().backward()[x])
+
+
+@pytest.mark.parametrize("fn, op", [(np.sum, tk.sum), (np.mean, tk.mean), (np.max, tk.max), (np.min, tk.min),
+                                    (np.prod, tk.prod), (np.std, tk.std), (np.var, tk.var), (np.cumsum, tk.cumsum),
+                                    (np.cumprod, tk.cumprod)])
+def test_numpy_reductions_of_a_tensor_run_as_tapekit_s(cpu, fn, op):
+    """numpy calls a tensor's own method for these (``t.sum(axis=, dtype=, out=)``): the result
+    stays traced, and ``out=`` or a ``dtype`` tapekit would not give is refused, changing nothing
+    (with no ``TypeError``, which numpy's ``cumsum`` would take for a missing method and compute on
+    the values)."""
+    x = cpu.tensor([[0.5, -1.5, 2.0], [1.0, 0.25, -0.5]], dtype="float64").trace(tk.UnionTape())
+    for kw in ({}, {"axis": 1}):
+        got = fn(x, **kw)
+        assert isinstance(got, tk.Tensor) and got.tape is not None
+        np.testing.assert_allclose(got.numpy(), op(x, **kw).numpy())
+    before = len(x.tape)
+    with pytest.raises(tk.InvalidArgumentError, match="out="):
+        fn(x, out=np.zeros(np.shape(fn(x.numpy()))))
+    if fn not in (np.max, np.min):  # which take no dtype
+        with pytest.raises(tk.InvalidArgumentError, match="dtype"):
+            fn(x, dtype=np.float32)
+    assert len(x.tape) == before

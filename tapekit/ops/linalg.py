@@ -13,7 +13,7 @@ import numpy as np
 
 from ..errors import AxisError, InvalidArgumentError, OperandError, ShapeError
 from ..tensor import Tensor
-from .core import broadcast_shape, check_devices, emit, fills, normalize_axes, unbroadcast
+from .core import broadcast_shape, check_devices, emit, fills, host_constant, normalize_axes, unbroadcast
 
 __all__ = ["matmul", "einsum", "outer", "tensordot"]
 
@@ -21,7 +21,9 @@ __all__ = ["matmul", "einsum", "outer", "tensordot"]
 def matmul(a: Tensor, b: Tensor) -> Tensor:
     """``a @ b``. A 1-D operand is a row (left) or a column (right); leading axes broadcast.
     Gradients: ``g @ bᵀ`` for ``a`` and ``aᵀ @ g`` for ``b``, summed over broadcast batch axes.
-    Forward rule (JVP): ``ta @ b + a @ tb``."""
+    Forward rule (JVP): ``ta @ b + a @ tb``. On the numpy device a numpy array beside a tensor is
+    a constant (``host_constant``), as for ``a @ array``."""
+    a, b = _array_as_constant(a, b), _array_as_constant(b, a)
     if not isinstance(a, Tensor) or not isinstance(b, Tensor):
         raise OperandError(f"matmul takes two tensors, got {type(a).__name__} @ {type(b).__name__}; make an array a "
                         f"tensor with dev.tensor(array), and multiply by a number with *")
@@ -43,6 +45,13 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     if x.ndim == 1:
         shape2.insert(len(shape2) - 1, 1)
     return emit("matmul", out, (a, b), (_grad_x, _grad_y), (xp, x, y, tuple(shape2)), a.device, _matmul_jvp)
+
+
+def _array_as_constant(operand: Any, beside: Any) -> Any:
+    """A numpy array operand beside a tensor as an untraced tensor (``host_constant``); any other as it is."""
+    if isinstance(operand, np.ndarray) and isinstance(beside, Tensor):
+        return Tensor(beside.device.count(host_constant(operand, "matmul", beside)), beside.device)
+    return operand
 
 
 _MATRIX_RULES = (fills(lambda g, xp, x, y, **into: xp.matmul(g, xp.matrix_transpose(y), **into)),
