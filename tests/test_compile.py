@@ -379,16 +379,21 @@ def test_strict_device_runs_only_the_array_api() -> None:
     assert "xp.matmul" in compiled.source
 
 
-def test_a_long_program_is_written_in_parts_and_still_equals_eager() -> None:
-    dev = tk.Cpu(default_dtype="float64")
-
+def _chain(n: int):
+    """A step of ``n`` ops (add, mul and tanh in turn) and its backward: a long program."""
     def f(x, w):
         h = x.trace(tk.OwnedTape(leaves=[x, w]))
-        for i in range(400):
+        for i in range(n):
             h = h + w if i % 3 == 0 else h * w if i % 3 == 1 else h.tanh()
         g = h.sum().backward()
         return g[x], g[w]
 
+    return f
+
+
+def test_a_long_program_is_written_in_parts_and_still_equals_eager() -> None:
+    dev = tk.Cpu(default_dtype="float64")
+    f = _chain(400)
     step = tk.compile(f)
     for values in ([0.1, -0.2, 0.3], [0.5, 0.25, -0.75]):
         x, w = dev.tensor(values), dev.tensor([0.9, 1.1, -0.4])
@@ -405,14 +410,7 @@ def test_a_long_program_compiles_each_shape_of_part_once_and_each_part_keeps_its
         return compile(text, *args)
 
     monkeypatch.setattr(sys.modules["tapekit.compile.parts"], "compile", counting_compile, raising=False)
-
-    def f(x, w):
-        h = x.trace(tk.OwnedTape(leaves=[x, w]))
-        for i in range(3000):
-            h = h + w if i % 3 == 0 else h * w if i % 3 == 1 else h.tanh()
-        g = h.sum().backward()
-        return g[x], g[w]
-
+    f = _chain(3000)
     step = tk.compile(f)
     x, w = dev.tensor([0.1, -0.2, 0.3]), dev.tensor([0.9, 1.1, -0.4])
     step(x, w)
