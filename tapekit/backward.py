@@ -1,8 +1,10 @@
 """The backward engine: the chain rule over a tape's records, newest first, iteratively.
 
-``backward`` checks its outputs and what their tapes can see of their history, runs ``_run`` (the
-loop: each record's rules map its output's gradient to its operands', and each result is added to
-its operand's gradient, in ``Found``), and only then changes the tapes: all or nothing.
+``backward`` checks its outputs and what their tapes can see of their history, runs ``_run``
+(``chain_rule``, the loop: each record's rules map its output's gradient to its operands', and each
+result is added to its operand's gradient, in ``Found``), and only then changes the tapes: all or
+nothing. A recorded backward (``create_graph=True``) runs the same loop with tensors
+(``create_graph.Traced``).
 """
 
 from __future__ import annotations
