@@ -568,11 +568,11 @@ def _numpy_keywords(method: str, dtype: Any, out: Any) -> None:
     dtype=, out=)``) and tapekit cannot do: writing into ``out``, or computing in another ``dtype``.
     Not a ``TypeError``: numpy would take that for a method it cannot call, and compute on the values."""
     if out is not None:
-        raise InvalidArgumentError(f"np.{method} with out=: an op makes a new tensor and writes into no array; call it "
-                           f"without out= (the result stays traced), or on t.numpy() for plain values")
+        raise InvalidArgumentError(f"np.{method} with out=: an op makes a new tensor and writes into no array; "
+                                   f"call it without out= (the result stays traced), or on t.numpy() for values")
     if dtype is not None:
-        raise InvalidArgumentError(f"np.{method} with dtype={dtype!r}: tapekit's {method} keeps the tensor's dtype; make the "
-                           f"tensor in the dtype you want, or call it on t.numpy() for plain values")
+        raise InvalidArgumentError(f"np.{method} with dtype={dtype!r}: tapekit's {method} keeps the tensor's dtype; "
+                                   f"make the tensor in the dtype you want, or call it on t.numpy() for values")
 
 
 # numpy's ufuncs that are an operator of Tensor: (its method, its method with the operands swapped)

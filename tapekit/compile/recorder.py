@@ -146,7 +146,7 @@ class Recorder:
 
     def call(self, kind: str, head: str, fn: Callable, args: tuple, kwargs: dict) -> Any:
         """Compute ``fn(*args, **kwargs)`` on the real arrays and note it as a step."""
-        if self.depth or threading.get_ident() != self.thread:
+        if self.depth or not self.mine():
             return fn(*_unwrap(args), **_unwrap(kwargs))
         traced: list[Tracer] = []
         refs: list[int] = []

@@ -19,8 +19,8 @@ from ..errors import AxisError, InvalidArgumentError, checked_number
 from ..tensor import Tensor
 from .core import LINEAR, forward_of, normalize_axes, unary
 
-__all__ = ["sum", "mean", "max", "min", "prod", "var", "std", "logsumexp", "softmax", "log_softmax", "cumsum", "cumprod",
-           "argmax", "argmin", "all", "any"]
+__all__ = ["sum", "mean", "max", "min", "prod", "var", "std", "logsumexp", "softmax", "log_softmax", "cumsum",
+           "cumprod", "argmax", "argmin", "all", "any"]
 
 
 def _expand(g: Any, xp: Any, shape: tuple[int, ...], axes: tuple[int, ...] | None, keepdims: bool) -> Any:
