@@ -57,14 +57,23 @@ class TapeExplorer(ReplayWidget):
         moment = self.replay.run(self.step.value)
         self.moment, self.line = moment, moment.line
         self.code.value = code_html(moment, self.replay.steps)
+        self._offer_outputs(moment)
         raised = " (raised)" if moment.error else ""
         self._show(View.of(moment, f"after step {moment.step}: {moment.line}{raised}"))
+        self.report_text, self.report.value = "", ""
+
+    def _offer_outputs(self, moment: Moment) -> None:
+        """The step's tensors as the output choices, keeping the chosen one where it still exists.
+
+        Sent in one message, and before the pictures: a choice made once the new pictures show is
+        not overwritten by a late update of the choices.
+        """
         names = list(moment.tensors)
         outputs = [moment.name(t) for t in moment.outputs()]
         keep = self.output.value if self.output.value in names else (outputs[-1] if outputs else None)
-        self.output.options = names
-        self.output.value = keep
-        self.report_text, self.report.value = "", ""
+        with self.output.hold_sync():
+            self.output.options = names
+            self.output.value = keep
 
     def run_backward(self) -> Gradients | None:
         """Backward on the chosen output at the current step (a fresh run), shown in ``report``."""
