@@ -239,7 +239,48 @@ def test_an_operand_of_another_shape_broadcasts_into_a_loop_nest() -> None:
     x, b = dev.tensor(np.linspace(-1, 1, 6).reshape(2, 3)), dev.tensor([0.1, 0.2, 0.3])
     step = tk.compile(f, fuse=True)
     assert close(step(x, b), f(x, b))
-    assert "np.broadcast_to(b, (2, 3))" in step.fused_source and "for i1 in range(n1):" in step.fused_source
+    # read where broadcasting puts it, not broadcast by a numpy call first
+    assert "b[i1]" in step.fused_source and "for i1 in range(n1):" in step.fused_source
+    assert "broadcast_to" not in step.fused_source
+
+
+@pytest.mark.parametrize("shape", [(2, 1), (1, 3), (1, 1), ()])
+def test_an_operand_with_axes_of_length_one_is_read_at_zero_on_them(shape) -> None:
+    dev = tk.Cpu(default_dtype="float64")
+    x, b = dev.tensor(np.linspace(-1, 1, 6).reshape(2, 3)), dev.tensor(np.arange(1.0, 1.0 + np.prod(shape)).reshape(shape))
+    step = tk.compile(lambda x, b: ((x + b) * x).exp(), fuse=True)
+    assert close(step(x, b), ((x + b) * x).exp())
+    index = {(2, 1): "b[i0, 0]", (1, 3): "b[0, i1]", (1, 1): "b[0, 0]", (): "b[()]"}[shape]
+    assert index in step.fused_source
+
+
+def test_the_gradient_of_a_sum_broadcasts_inside_the_loops() -> None:
+    """``sum``'s rule broadcasts the output's gradient back: in a fused backward that is the loop
+    reading the 0-d seed at every element, not a numpy call making a broadcast view first."""
+    dev = tk.Cpu(default_dtype="float64")
+
+    def f(x, w):
+        g = ((x.trace() * w).tanh() * w).sum().backward()
+        return g[x]
+
+    x, w = dev.tensor([0.5, -1.0, 2.0]), dev.tensor([1.5, 0.5, -0.25])
+    step = tk.compile(f, fuse=True)
+    assert close(step(x, w), f(x, w))
+    assert "xp.broadcast_to(" in step.source and "broadcast_to" not in step.fused_source
+    assert re.search(r"^ +\w+ = \w+_  # #\d+ sum\(", step.fused_source, re.M)  # the broadcast, one statement
+
+
+def test_a_numpy_scalar_operand_is_made_an_array_for_the_loops() -> None:
+    dev = tk.Cpu(default_dtype="float64")
+    w = np.float64(3.0)
+
+    def f(x):
+        return tk.exp(x * w + x)
+
+    x = dev.tensor([0.5, -1.0, 2.0])
+    step = tk.compile(f, fuse=True)
+    assert close(step(x), f(x))
+    assert close(step(x), f(x))
 
 
 # -- CuPy: the kernel a run becomes on a CUDA device, read as text (no GPU here) ------------------------------

@@ -16,7 +16,7 @@ from typing import Callable
 
 import numpy as np
 
-from .runs import PIECE, Run, scalar_form
+from .runs import PIECE, Run, operands, scalar_form
 from .recorder import Ref, Step
 
 
@@ -53,8 +53,9 @@ class Loops:
         index = ", ".join(f"i{d}" for d in range(len(self.run.shape))) or "()"  # a 0-d array's one element: x[()]
         loads, body, written = self._statements(piece, index)
         stores = self._stores(k, written, index)
-        params = self._params(stores + loads)
-        text, bases = _relative_rows("\n".join(loads + body + stores), params)
+        arrays, buffers = self._params(stores + loads)
+        text, bases = _relative_rows("\n".join(loads + body + stores), buffers)
+        params = arrays + buffers
         self.loop_params.append([str(n) for n in bases.values()] + params)
         sizes = [f"n{d}" for d in range(len(self.run.shape))]  # not in the source: one compiled loop serves every size
         lines = [f"def {self.loop_names[k]}({', '.join(sizes + list(bases) + params)}):"]
@@ -67,18 +68,18 @@ class Loops:
         """The loads of what the loop reads from outside it, its statements, the slots it writes."""
         loads, body, here, written = [], [], set(), []
         for step in piece:
-            operands = []
-            for v in step.args:
+            scalars = []
+            for v in operands(step):
                 if type(v) is not Ref:
-                    operands.append(_literal(v))
+                    scalars.append(_literal(v))
                     continue
                 if v.slot not in here:
                     loads.append(f"{self._scalar(v.slot)} = {self._array_at(v.slot, index)}")
                     here.add(v.slot)
-                operands.append(self._scalar(v.slot))
+                scalars.append(self._scalar(v.slot))
             here.add(step.out)
             written.append(step.out)
-            expr = scalar_form(step).format(*operands)
+            expr = scalar_form(step).format(*scalars)
             body.append(f"{self._scalar(step.out)} = {self._cast(step, expr)}{self.comment(step)}")
         return loads, body, list(dict.fromkeys(written))
 
@@ -91,12 +92,12 @@ class Loops:
                 stores.append(f"{self._row_at(slot, index)} = {self._scalar(slot)}")
         return stores
 
-    def _params(self, lines: list[str]) -> list[str]:
-        """The arrays the loop's lines name: the run's inputs, then its buffers."""
+    def _params(self, lines: list[str]) -> tuple[list[str], list[str]]:
+        """The arrays the loop's lines name: the run's inputs, and its buffers."""
         text = "\n".join(lines)
         wanted = [self.names[s] for s in self.passed if self.names[s] + "[" in text]
         buffers = dict.fromkeys([self.shared[s][0] for s in self.inherited] + self.buffers())
-        return wanted + [b for b in buffers if b + "[" in text]
+        return wanted, [b for b in buffers if b + "[" in text]
 
     # -- names ------------------------------------------------------------------------------------
     def _scalar(self, slot: int) -> str:
@@ -107,7 +108,7 @@ class Loops:
             buffer, row, _ = self.shared[slot]
             return _element(buffer, row, index)
         if slot in self.run.external:
-            return f"{self.names[slot]}[{index}]"
+            return f"{self.names[slot]}[{_broadcast_index(np.shape(self.values[slot]), self.run.shape)}]"
         return self._row_at(slot, index)
 
     def _row_at(self, slot: int, index: str) -> str:
@@ -133,13 +134,13 @@ class Loops:
         """``expr`` in the dtype numpy gives the step's result: numba computes a float32 with a
         Python number, or with a float64, in float64."""
         dtype = self.values[step.out].dtype
-        mixed = any(type(v) is not Ref or self.values[v.slot].dtype != dtype for v in step.args)
+        mixed = any(type(v) is not Ref or self.values[v.slot].dtype != dtype for v in operands(step))
         return f"np.{dtype.name}({expr})" if mixed and dtype.kind != "b" else expr
 
     # -- the wrapper ---------------------------------------------------------------------------------
     def wrapper_source(self) -> str:
-        """The Python function the program calls: it makes the buffers, broadcasts the inputs,
-        runs the loops and returns the buffers and the rows that numpy's calls read."""
+        """The Python function the program calls: it makes the buffers, runs the loops and returns
+        the buffers and the rows that numpy's calls read."""
         run, shape = self.run, self.run.shape
         lines = [f"def {self.wrapper}({', '.join(self.params())}):",
                  f'    """run {run.number}: {len(run.steps)} elementwise calls over shape {shape}, '
@@ -147,8 +148,8 @@ class Loops:
         for buffer, n in self.counts.items():
             lines.append(f"    {buffer} = np.empty({(n,) + shape!r}, np.{buffer.split('_', 1)[1]})")
         for slot in self.passed:
-            if np.shape(self.values[slot]) != shape:
-                lines.append(f"    {self.names[slot]} = np.broadcast_to({self.names[slot]}, {shape!r})")
+            if type(self.values[slot]) is not np.ndarray:  # a numpy scalar: numba indexes arrays only
+                lines.append(f"    {self.names[slot]} = np.asarray({self.names[slot]})")
         for k, name in enumerate(self.loop_names):
             # the sizes, the first rows, the arrays
             lines.append(f"    {name}({', '.join([str(n) for n in shape] + self.loop_params[k])})")
@@ -189,12 +190,12 @@ def _piece_size(steps: list[Step]) -> int:
     return PIECE
 
 
-def _relative_rows(text: str, params: list[str]) -> tuple[str, dict[str, int]]:
+def _relative_rows(text: str, buffers: list[str]) -> tuple[str, dict[str, int]]:
     """``text`` with each buffer's rows counted from the first row it uses, passed in (``r_...``):
     loops that differ only in where their rows lie get one source, so numba compiles it once (a
     chain's loops repeat one pattern of ops, each a few rows further down)."""
     bases: dict[str, int] = {}
-    for buffer in params:
+    for buffer in buffers:
         rows = [int(r) for r in re.findall(rf"\b{buffer}\[(\d+)[,\]]", text)]
         if not rows:
             continue
@@ -206,6 +207,14 @@ def _relative_rows(text: str, params: list[str]) -> tuple[str, dict[str, int]]:
 
         text = re.sub(rf"\b{buffer}\[(\d+)(?=[,\]])", relative, text)
     return text, bases
+
+
+def _broadcast_index(shape: tuple, run_shape: tuple) -> str:
+    """The index of element ``i0, i1, ...`` of the run in an operand of ``shape``, as broadcasting
+    reads it: its axes are the run's last ones, and an axis of length 1 is read at 0."""
+    skipped = len(run_shape) - len(shape)
+    index = ["0" if n == 1 and run_shape[skipped + d] != 1 else f"i{skipped + d}" for d, n in enumerate(shape)]
+    return ", ".join(index) or "()"
 
 
 def _element(buffer: str, row: int, index: str) -> str:

@@ -24,8 +24,10 @@ __all__ = ["sum", "mean", "max", "min", "prod", "var", "std", "logsumexp", "soft
 
 
 def _expand(g: Any, xp: Any, shape: tuple[int, ...], axes: tuple[int, ...] | None, keepdims: bool) -> Any:
-    """Broadcast a reduced gradient back over the reduced axes of ``shape``."""
-    if not keepdims:
+    """Broadcast a reduced gradient back over the reduced axes of ``shape``. Where those are the
+    leading axes (all of them, for ``axis=None``), numpy's broadcasting puts them back by itself."""
+    leading = axes is None or axes == tuple(range(len(axes)))
+    if not keepdims and not leading:
         kept = tuple(1 if axes is None or i in axes else n for i, n in enumerate(shape))
         g = xp.reshape(g, kept)
     return xp.broadcast_to(g, shape)
