@@ -10,6 +10,7 @@ from __future__ import annotations
 import inspect
 import numbers
 import types
+from operator import itemgetter
 from typing import Any, Callable, Iterator
 
 from ..devices import Device
@@ -22,22 +23,33 @@ from ..tensor import Tensor
 from .tracer import is_array
 
 
-class Cell:
-    """A place that holds an input: ``obj.attr`` (a tensor's storage) or ``obj[key]`` (optimizer state)."""
+class Cell(tuple):
+    """A place that holds an input: ``obj.attr`` (a tensor's storage) or ``obj[key]`` (optimizer
+    state), and ``what`` it is, in words. A tuple ``(obj, key, attr, what)``, made with ``cell()``:
+    every call makes one per input, and a tuple is made in half the time of an object with an
+    ``__init__`` (measured: 167 ns against 324)."""
 
-    __slots__ = ("obj", "key", "attr", "what")
-
-    def __init__(self, obj: Any, key: Any, attr: bool, what: str) -> None:
-        self.obj, self.key, self.attr, self.what = obj, key, attr, what
+    __slots__ = ()
+    obj = property(itemgetter(0))
+    key = property(itemgetter(1))
+    attr = property(itemgetter(2))
+    what = property(itemgetter(3))
 
     def get(self) -> Any:
-        return getattr(self.obj, self.key) if self.attr else self.obj[self.key]
+        obj, key, attr, _ = self
+        return getattr(obj, key) if attr else obj[key]
 
     def set(self, value: Any) -> None:
-        if self.attr:
-            setattr(self.obj, self.key, value)
+        obj, key, attr, _ = self
+        if attr:
+            setattr(obj, key, value)
         else:
-            self.obj[self.key] = value
+            obj[key] = value
+
+
+def cell(obj: Any, key: Any, attr: bool, what: Any) -> Cell:
+    """The cell ``obj.key`` (``attr``) or ``obj[key]``."""
+    return tuple.__new__(Cell, (obj, key, attr, what))
 
 
 def _describe(value: Any) -> tuple:
@@ -89,9 +101,9 @@ class Inputs:
         if mark in self._seen:
             return
         self._seen.add(mark)
-        cell = Cell(obj, key, attr, what)
-        value = cell.get()
-        self.cells.append(cell)
+        place = cell(obj, key, attr, what)
+        value = place.get()
+        self.cells.append(place)
         self._ids.append(id(value) if is_array(value) else None)
         self.key.append((what, _describe(value)))
 
@@ -107,7 +119,7 @@ class Inputs:
             self.devices[id(device)] = device
             place = self._places[id(device)] = device.place
         data = t.data
-        self.cells.append(Cell(t, "data", True, what))
+        self.cells.append(tuple.__new__(Cell, (t, "data", True, what)))  # cell(), without a call: the hot path
         self._ids.append(id(data))
         self.key.append((what, "array", data.shape, data.dtype, type(t._tape), place))
 
@@ -119,7 +131,11 @@ class Inputs:
         elif isinstance(value, (list, tuple)):
             self.key.append((what, type(value).__name__, len(value)))
             for i, v in enumerate(value):
-                self._walk_arg(path + (i,), v)
+                if isinstance(v, Tensor):  # the common item, taken here without a call (W3: 100 tensors)
+                    self.arg_tensors.append(v)
+                    self._tensor(v, ("arg", path + (i,)))
+                else:
+                    self._walk_arg(path + (i,), v)
         elif isinstance(value, dict):
             self.key.append((what, "dict", tuple(value)))
             for k, v in value.items():
