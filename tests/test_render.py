@@ -57,7 +57,7 @@ def test_graphviz_pure_is_installed_with_tapekit_and_tried_first():
 
 
 def test_graphviz_pure_draws_without_dot_or_anything_on_path(no_path):
-    assert render.programs() == [render.bundled()]
+    assert render.programs() == [render.bundled()] and render.programs("png") == [render.bundled()]
     svg = render.svg(p4_picture().source)
     assert svg.startswith("<?xml") and "(graphviz-pure)" in svg
 
@@ -83,6 +83,19 @@ def test_dot_draws_when_graphviz_pure_is_missing(no_bundled):
     svg = render.svg(p4_picture().source)
     assert "<svg" in svg and "(graphviz-pure)" not in svg
     assert any(re.fullmatch(r"tape [A-Z]+: ArcTape, 2 records", text) for text in texts(svg))
+
+
+@needs_dot
+def test_dot_draws_a_png_where_it_is_installed(monkeypatch):
+    """graphviz-pure's PNG fonts lack ∪, ✓ and ✗ (a UnionTape named A∪B would read A□B): dot,
+    which takes each glyph from an installed font, draws PNGs; graphviz-pure still draws SVGs."""
+    ran = []
+    real = render.run
+    monkeypatch.setattr(render, "run", lambda program, *args: ran.append(program) or real(program, *args))
+    source = p4_picture().source
+    assert render.png(source).startswith(b"\x89PNG")
+    assert render.svg(source).startswith("<?xml")
+    assert ran == [shutil.which("dot"), render.bundled()]
 
 
 @needs_dot

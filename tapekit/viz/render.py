@@ -8,6 +8,11 @@ Two programs can draw it; `svg` and `png` use the first that `programs` finds:
    draws the same picture on every machine, HTML-like labels included, in a few milliseconds.
 2. Graphviz's own ``dot`` on PATH, for a machine where graphviz-pure has no wheel.
 
+A PNG is the exception: ``dot`` draws it where it is installed. graphviz-pure draws a PNG's text
+with a few fonts of its own, which lack ``∪``, ``✓``, ``✗`` and ``▶``: a tape named ``A∪B`` would
+read ``A□B`` in the PNG and ``A∪B`` everywhere else. ``dot`` takes each glyph from any installed
+font. Without ``dot``, graphviz-pure draws the PNG, with those gaps; an SVG has none.
+
 A render runs the program once, on the DOT text; importing this module starts nothing.
 """
 
@@ -51,9 +56,11 @@ def bundled() -> str | None:
     return None
 
 
-def programs() -> list[str]:
-    """The Graphviz programs found here, in the order `svg` tries them."""
-    return [program for program in (bundled(), shutil.which("dot")) if program]
+def programs(format: str = "svg") -> list[str]:
+    """The Graphviz programs found here, in the order `draw` tries them for ``format`` (for a PNG,
+    ``dot`` first: see the module's docstring)."""
+    pure, dot = bundled(), shutil.which("dot")
+    return [program for program in ((dot, pure) if format == "png" else (pure, dot)) if program]
 
 
 def svg(source: str) -> str:
@@ -73,7 +80,7 @@ def png(source: str, dpi: float = PNG_DPI) -> bytes:
 
 def draw(source: str, format: str, *options: str) -> bytes:
     """What the first program that can writes for ``program -T<format> <options>``."""
-    found = programs()
+    found = programs(format)
     if not found:
         raise GraphvizNotFoundError(f"No Graphviz program was found to draw the picture: {INSTALL_HINT}")
     failures = []
