@@ -94,6 +94,33 @@ def test_a_different_policy_records_again() -> None:
     assert len(step.history) == 2 and "tape" in step.history[1].why
 
 
+RATE = 0.5  # read by the step below as a global
+
+
+def test_a_python_number_the_step_reads_by_name_records_again_when_it_changes() -> None:
+    """A global or a closure's number is baked into the program as a constant, as an argument's is:
+    a new value records a new program, never a replay with the old one."""
+    global RATE
+    dev = tk.Cpu(default_dtype="float64")
+    factor = 3
+
+    def f(x):
+        return x * RATE * factor
+
+    x = dev.tensor([1.0, 2.0])
+    step = tk.compile(f)
+    try:
+        assert same(step(x), x * 1.5)
+        RATE = 2.0
+        assert same(step(x), x * 6.0)
+        assert len(step.history) == 2 and step.history[1].why == "RATE changed: float 0.5 -> float 2.0"
+        assert same(step(x), x * 6.0) and len(step.history) == 2  # the same value replays
+    finally:
+        RATE = 0.5
+    factor = 3.0  # equal, but another type: a program may compute another dtype with it
+    assert same(step(x), x * 1.5) and step.history[-1].why == "factor changed: int 3 -> float 3.0"
+
+
 # -- every policy, the partition and its warning -------------------------------------------------------
 @pytest.mark.parametrize("policy", POLICY_NAMES)
 def test_every_policy_compiles_to_the_eager_gradients(policy) -> None:

@@ -166,8 +166,11 @@ class Inputs:
     def _walk_captured(self, name: Any, obj: Any, depth: int) -> None:
         """What ``fn`` reaches by name: a module, an optimizer, a tensor, gradient buffers, or a list
         or dict of them (one level deep, and only where its first item is one: a list of numbers or
-        arrays is data, read as constants)."""
-        if isinstance(obj, Gradients):
+        arrays is data, read as constants); or a Python number (or string, or None), which the
+        program holds as a constant, so a new value records a new program, as an argument's does."""
+        if type(obj) in _PLAIN or isinstance(obj, numbers.Number):
+            self.key.append((name, type(obj).__name__, obj))
+        elif isinstance(obj, Gradients):
             self._gradients(name, obj)
         elif isinstance(obj, (Module, Optimizer, Device)):
             self._object(name, obj)
@@ -204,6 +207,7 @@ class Inputs:
 
 
 _FOUND = (Tensor, Module, Optimizer, Gradients, Device)
+_PLAIN = (int, float, bool, str, bytes, type(None))
 
 
 def _settings(obj: Any) -> tuple:
