@@ -121,6 +121,27 @@ def test_a_python_number_the_step_reads_by_name_records_again_when_it_changes() 
     assert same(step(x), x * 1.5) and step.history[-1].why == "factor changed: int 3 -> float 3.0"
 
 
+MASK = np.array([1.0, 1.0])  # read by the step below as a global
+
+
+def test_a_numpy_array_the_step_reads_by_name_records_again_when_the_name_holds_another():
+    """Such an array is a constant of the program, copied as recorded: binding the name to another
+    array records again; writing into it is not seen (the docstring of tk.compile says so)."""
+    global MASK
+    dev = tk.Cpu(default_dtype="float64")
+    step = tk.compile(lambda x: x * MASK)
+    x = dev.tensor([1.0, 2.0])
+    try:
+        assert same(step(x), x * 1.0)
+        MASK = np.array([3.0, 3.0])
+        assert same(step(x), x * 3.0)
+        assert len(step.history) == 2 and re.fullmatch(r"MASK changed: array at 0x[0-9a-f]+ -> array at 0x[0-9a-f]+", step.history[1].why)
+        MASK[:] = 5.0
+        assert same(step(x), x * 3.0)  # the recorded copy, as documented
+    finally:
+        MASK = np.array([1.0, 1.0])
+
+
 # -- every policy, the partition and its warning -------------------------------------------------------
 @pytest.mark.parametrize("policy", POLICY_NAMES)
 def test_every_policy_compiles_to_the_eager_gradients(policy) -> None:

@@ -167,9 +167,12 @@ class Inputs:
         """What ``fn`` reaches by name: a module, an optimizer, a tensor, gradient buffers, or a list
         or dict of them (one level deep, and only where its first item is one: a list of numbers or
         arrays is data, read as constants); or a Python number (or string, or None), which the
-        program holds as a constant, so a new value records a new program, as an argument's does."""
+        program holds as a constant, so a new value records a new program, as an argument's does;
+        or an array, also a constant: binding the name to another array records again."""
         if type(obj) in _PLAIN or isinstance(obj, numbers.Number):
             self.key.append((name, type(obj).__name__, obj))
+        elif is_array(obj):  # a constant of the program, copied as recorded: another array records again
+            self.key.append((name, "array at", id(obj)))
         elif isinstance(obj, Gradients):
             self._gradients(name, obj)
         elif isinstance(obj, (Module, Optimizer, Device)):
