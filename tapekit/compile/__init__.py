@@ -21,10 +21,10 @@ Python numbers (passed as arguments, or read by name: a global, a closure's vari
 of ``self``), modules' training modes and optimizers' settings are part of a program's key: a call
 that differs in any of them records a new program. A numpy array the step reads by name is a
 constant of the program, copied when it is recorded: binding the name to another array records
-again, but writing into the array is not seen (pass it as an argument, or make it a tensor the
-step reaches, to have each call read it). Values are not part of the key: Python
-that reads a value while recording (``float(t)``, ``t.item()``, ``if t > 0:``) raises a
-``CompileError`` that names the line. Random draws (Dropout's masks) are calls of the device's
+again, but writing into the array is not seen (nor into a numpy array passed as an argument). Make
+it a tensor, an argument or one the step reaches by name, to have each call read it. Values are
+not part of the key: Python that reads a value while recording (``float(t)``, ``t.item()``,
+``if t > 0:``) raises a ``CompileError`` that names the line. Random draws (Dropout's masks) are calls of the device's
 generator in the program, so every call draws afresh.
 """
 
