@@ -135,7 +135,8 @@ def test_a_numpy_array_the_step_reads_by_name_records_again_when_the_name_holds_
         assert same(step(x), x * 1.0)
         MASK = np.array([3.0, 3.0])
         assert same(step(x), x * 3.0)
-        assert len(step.history) == 2 and re.fullmatch(r"MASK changed: array at 0x[0-9a-f]+ -> array at 0x[0-9a-f]+", step.history[1].why)
+        assert len(step.history) == 2
+        assert re.fullmatch(r"MASK changed: array at 0x[0-9a-f]+ -> array at 0x[0-9a-f]+", step.history[1].why)
         MASK[:] = 5.0
         assert same(step(x), x * 3.0)  # the recorded copy, as documented
     finally:

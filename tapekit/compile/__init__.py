@@ -24,8 +24,8 @@ constant of the program, copied when it is recorded: binding the name to another
 again, but writing into the array is not seen (nor into a numpy array passed as an argument). Make
 it a tensor, an argument or one the step reaches by name, to have each call read it. Values are
 not part of the key: Python that reads a value while recording (``float(t)``, ``t.item()``,
-``if t > 0:``) raises a ``CompileError`` that names the line. Random draws (Dropout's masks) are calls of the device's
-generator in the program, so every call draws afresh.
+``if t > 0:``) raises a ``CompileError`` that names the line. Random draws (Dropout's masks) are
+calls of the device's generator in the program, so every call draws afresh.
 """
 
 from __future__ import annotations
