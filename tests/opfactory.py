@@ -32,6 +32,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import array_shapes, mutually_broadcastable_shapes
 
 import tapekit as tk
+from tapekit.ops import core
 
 from .conftest import host
 
@@ -201,6 +202,7 @@ def check_spec(spec: OpSpec, dev: tk.Device, arrays: list[Any], kwargs: dict) ->
     f, primals = of_tensors(spec, given, kwargs)
     if spec.grad:
         tk.check_grads(f, *primals)
+        check_links(f, primals)
     else:
         assert f(*[p.trace() for p in primals]).tape is None, f"{spec.name} has no gradient: its output carries no tape"
     for dtype in spec.dtypes:
@@ -209,6 +211,30 @@ def check_spec(spec: OpSpec, dev: tk.Device, arrays: list[Any], kwargs: dict) ->
         if spec.grad:
             assert str(out.dtype).endswith(dtype), f"{spec.name}: {dtype} inputs gave {out.dtype}"
         np.testing.assert_allclose(host(out), ref, rtol=2e-3, atol=1e-5, err_msg=f"{spec.name} in {dtype}")
+
+
+def check_links(f: Callable[..., tk.Tensor], primals: list[tk.Tensor]) -> None:
+    """The record says which saved values are the output's or an operand's own array (``links``,
+    through which a second derivative flows) as the search by identity finds them, where the op
+    declares them instead (``ops.core.declared_links``)."""
+    declared = _links_of(f(*[p.trace(tk.UnionTape()) for p in primals]))
+    make_record = core._make_record
+    core._make_record = lambda *args: make_record(*args[:-1], None)  # every op searches
+    try:
+        found = _links_of(f(*[p.trace(tk.UnionTape()) for p in primals]))
+    finally:
+        core._make_record = make_record
+    assert declared == found, f"declared links {declared}, found {found} (None: no link, -1: the output, k: operand k)"
+
+
+def _links_of(out: tk.Tensor) -> list[int | None] | None:
+    """What each saved value of ``out``'s record is: the output (-1), the first operand that is the
+    same tensor as the one it links to, or nothing (None)."""
+    rec = out._record
+    if rec is None:
+        return None
+    links = [rec.link(j) for j in range(len(rec.saved))]
+    return [k if k is None or k == -1 else rec.inputs.index(rec.inputs[k]) for k in links]
 
 
 def check_edge(spec: OpSpec, dev: tk.Device, edge: Edge) -> None:

@@ -161,8 +161,9 @@ class Patches:
 
 
 def _recording_emit(real: Callable, rec: Recorder) -> Callable:
-    def emit(name: str, out: Any, inputs: Any, rules: Any, saved: tuple, device: Any, jvp: Any = None) -> Tensor:
-        result = real(name, out, inputs, rules, saved, device, jvp)
+    def emit(name: str, out: Any, inputs: Any, rules: Any, saved: tuple, device: Any, jvp: Any = None,
+             links: Any = None) -> Tensor:
+        result = real(name, out, inputs, rules, saved, device, jvp, links)
         if not rec.mine():
             return result
         r = result._record

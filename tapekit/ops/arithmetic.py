@@ -26,13 +26,13 @@ def sub(xp, x, y):
     return x - y, ()
 
 
-@binary(lambda g, x, y: g * y, lambda g, x, y: g * x)
+@binary(lambda g, x, y: g * y, lambda g, x, y: g * x, saves=("x", "y"))
 def mul(xp, x, y):
     """``x * y``, broadcasting as numpy; gradient ``y`` for ``x`` and ``x`` for ``y``."""
     return x * y, (x, y)
 
 
-@binary(lambda g, y, out: g / y, lambda g, y, out: -g * out / y)
+@binary(lambda g, y, out: g / y, lambda g, y, out: -g * out / y, saves=("y", "out"))
 def div(xp, x, y):
     """``x / y``, broadcasting as numpy; gradient ``1 / y`` for ``x`` and ``-x / y²`` for ``y``,
     computed as ``-(x / y) / y`` so that ``y²`` cannot overflow or underflow."""

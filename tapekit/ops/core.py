@@ -44,12 +44,13 @@ from ..tensor import Tensor
 
 
 def emit(name: str, out: Any, inputs: Sequence[Any], rules: Sequence[Callable], saved: tuple, device: Any,
-         jvp: Any = None) -> Tensor:
+         jvp: Any = None, links: int | None = None) -> Tensor:
     """Wrap ``out`` in a tensor and, when an operand carries a tape (or a GlobalTape block is
     active), make the op's record and put it on the operands' merged tape: ``rules[i](g, *saved)``
     is operand ``i``'s gradient. Tapes change only once the record is made: an op that fails leaves
     none merged or moved. Inside ``tk.jvp``, the output also gets its tangent from the forward rule
-    ``jvp`` (``forward.carry``)."""
+    ``jvp`` (``forward.carry``). ``links``: which saved values are the output's or an operand's
+    own array, as the op declared it (``declared_links``); ``None``: found by identity."""
     made = out  # the forward's own output, which it may have saved (``Record.links``)
     if type(out) is not np.ndarray and isinstance(out, np.generic):  # numpy made a 0-d result a scalar
         out = np.asarray(out)
@@ -62,7 +63,7 @@ def emit(name: str, out: Any, inputs: Sequence[Any], rules: Sequence[Callable], 
         return forward.carry(result, name, inputs, rules, saved, jvp) if forward.on else result
     rid = next_id()
     result = Tensor(out, device)
-    rec = result._record = _make_record(rid, name, inputs, rules, saved, result.id, out, made)
+    rec = result._record = _make_record(rid, name, inputs, rules, saved, result.id, out, made, links)
     tape = result._tape = tapes[0] if len(tapes) == 1 else merge_tapes(tapes, f"#{rid} {name}")
     tape._record(rec)
     if tape.moves:  # an OwnedTape: the op took it, so the operands' handles are spent
@@ -73,24 +74,26 @@ def emit(name: str, out: Any, inputs: Sequence[Any], rules: Sequence[Callable], 
 
 
 def _make_record(rid: int, name: str, inputs: Sequence[Any], rules: Sequence[Callable], saved: tuple, out_id: int,
-                 out: Any, made: Any) -> Record:
+                 out: Any, made: Any, links: int | None) -> Record:
     """The record of op ``rid``: its operands' ids and shapes, its output, its rules and what they
     need, the records that made its operands, and which saved arrays are theirs or the output's
-    (``made``, ``saved_links``). One tensor or two, the common cases, are read here: through
-    ``_operands_of_many``, which also takes numbers and more operands, the forward of a chain of
-    small ops (the benchmarks' W1) takes twice as long."""
+    (``links`` as declared, else found: ``made``, ``saved_links``). One tensor or two, the common
+    cases, are read here: through ``_operands_of_many``, which also takes numbers and more
+    operands, the forward of a chain of small ops (the benchmarks' W1) takes twice as long."""
     if len(inputs) == 1:
         (a,) = inputs
-        ids, shapes, first, others, arrays = (a.id,), (a.data.shape,), a._record, None, (made, a.data)
+        ids, shapes, first, others = (a.id,), (a.data.shape,), a._record, None
     elif len(inputs) == 2 and type(inputs[0]) is Tensor and type(inputs[1]) is Tensor:
         a, b = inputs
-        ids, shapes, first, arrays = (a.id, b.id), (a.data.shape, b.data.shape), a._record, (made, a.data, b.data)
+        ids, shapes, first = (a.id, b.id), (a.data.shape, b.data.shape), a._record
         others = None if b._record is None else (b._record,)
     else:
-        ids, shapes, first, others, rules, arrays = _operands_of_many(inputs, rules, made)
+        ids, shapes, first, others, rules = _operands_of_many(inputs, rules)
+        links = None  # a declared link may name a number here: find them
+    if links is None:
+        links = saved_links(saved, (made, *(t.data if isinstance(t, Tensor) else None for t in inputs))) if saved else 0
     key = (shapes, out.shape)
-    rec = Record(rid, name, ids, _shared.get(key) or shared(key), out_id, out.dtype, rules, saved, first, others,
-                 saved_links(saved, arrays) if saved else 0)
+    rec = Record(rid, name, ids, _shared.get(key) or shared(key), out_id, out.dtype, rules, saved, first, others, links)
     if anomaly.on:
         anomaly.remember(rec)
     return rec
@@ -114,6 +117,20 @@ def saved_links(saved: tuple, arrays: tuple) -> int:
     return code
 
 
+def declared_links(saves: Sequence[str], operands: Sequence[str]) -> int:
+    """``Record.links`` of an op that saves the values named ``saves``, in order: ``"out"`` its
+    output, a name of ``operands`` (its forward's parameters: ``("x",)``, ``("x", "y")``) that
+    operand's own array, any other name a value that is neither. An op that declares this once,
+    when it is made, spares each call ``saved_links``' search by identity: 4% of the time of the
+    benchmarks' W1 (a chain of add, mul and tanh), measured. The op factory checks every
+    declaration against the search."""
+    base, code = len(operands) + 2, 0
+    for place, name in enumerate(saves):
+        digit = 1 if name == "out" else 2 + operands.index(name) if name in operands else 0
+        code += digit * base ** place
+    return code
+
+
 _shared: dict[tuple, tuple] = {}  # every (operand shapes, output shape) seen, kept once
 
 
@@ -130,17 +147,15 @@ def shared(key: tuple) -> tuple:
     return got
 
 
-def _operands_of_many(inputs: Sequence[Any], rules: Sequence[Callable], made: Any) -> tuple:
+def _operands_of_many(inputs: Sequence[Any], rules: Sequence[Callable]) -> tuple:
     """Ids, shapes, first parent, other parents and rules of an op with numbers among its operands,
-    or more than two operands (a number's id, shape and rule: None, (), None), and the arrays of
-    ``saved_links``: the output ``made``, then each operand's (``None`` for a number)."""
+    or more than two operands (a number's id, shape and rule: None, (), None)."""
     tensors = [t if isinstance(t, Tensor) else None for t in inputs]
     parents = tuple(None if t is None else t._record for t in tensors)
     return (tuple(None if t is None else t.id for t in tensors),
             tuple(() if t is None else t.data.shape for t in tensors), parents[0],
             parents[1:] if any(p is not None for p in parents[1:]) else None,
-            tuple(None if t is None else rule for t, rule in zip(tensors, rules)),
-            (made, *(None if t is None else t.data for t in tensors)))
+            tuple(None if t is None else rule for t, rule in zip(tensors, rules)))
 
 
 def unbroadcast(xp: Any, grad: Any, shape: tuple[int, ...], out: Any = None) -> Any:
@@ -288,11 +303,14 @@ def refused_integers(err: TypeError, device: Any, operands: Sequence[Any]) -> tu
     return floats
 
 
-def binary(rule_x: Callable, rule_y: Callable) -> Callable[[Callable], Callable[[Any, Any], Tensor]]:
+def binary(rule_x: Callable, rule_y: Callable, saves: Sequence[str] | None = None
+           ) -> Callable[[Callable], Callable[[Any, Any], Tensor]]:
     """An elementwise op of two operands (its forward rule: ``ELEMENTWISE``) from ``fn(xp, x, y) ->
     (out, saved)`` and the rules ``rule(g, *saved)`` of ``x`` and ``y``. Either operand may be a
-    Python number; shapes broadcast as in numpy."""
+    Python number; shapes broadcast as in numpy. ``saves`` names what ``fn`` saves
+    (``declared_links``)."""
     rules = (rule_x, rule_y)
+    declared = None if saves is None else declared_links(saves, ("x", "y"))
 
     def decorate(fn: Callable) -> Callable[[Any, Any], Tensor]:
         name = fn.__name__
@@ -300,6 +318,7 @@ def binary(rule_x: Callable, rule_y: Callable) -> Callable[[Callable], Callable[
         @forward_of(fn)
         def op(a: Any, b: Any) -> Tensor:
             device, x, y = _two_operands(a, b, name)
+            links = declared
             try:
                 out, saved = fn(device.xp, x, y)
             except ValueError:
@@ -308,10 +327,12 @@ def binary(rule_x: Callable, rule_y: Callable) -> Callable[[Callable], Callable[
                 raise
             except TypeError as err:
                 out, saved = fn(device.xp, *refused_integers(err, device, (x, y)))
+                links = None  # it saved the float copies: not the operands' arrays
             else:
                 if out.dtype is not getattr(x, "dtype", None) and out.dtype is not getattr(y, "dtype", None):
                     out, saved = _as_pytorch_float(fn, device, out, saved, (x, y))
-            return emit(name, out, (a, b), rules, saved, device, ELEMENTWISE)
+                    links = None
+            return emit(name, out, (a, b), rules, saved, device, ELEMENTWISE, links)
 
         return _with_forward_rule(op, "each operand's tangent, broadcast to the output, times its gradient, summed")
 
@@ -355,10 +376,13 @@ def forward_of(fn: Callable) -> Callable[[Callable], Callable]:
     return wrap
 
 
-def unary(rule: Callable, jvp: Any = None) -> Callable[[Callable], Callable[..., Tensor]]:
+def unary(rule: Callable, jvp: Any = None, saves: Sequence[str] | None = None
+          ) -> Callable[[Callable], Callable[..., Tensor]]:
     """An op of one tensor from ``fn(xp, x, *params) -> (out, saved)``, its backward rule
-    ``rule(g, *saved)`` and its forward rule ``jvp``: ``ELEMENTWISE``, ``LINEAR``, or ``jvp(t, *saved)``."""
+    ``rule(g, *saved)`` and its forward rule ``jvp``: ``ELEMENTWISE``, ``LINEAR``, or ``jvp(t, *saved)``.
+    ``saves`` names what ``fn`` saves (``declared_links``)."""
     rules = (rule,)
+    declared = None if saves is None else declared_links(saves, ("x",))
     if callable(jvp):
         jvp = _of_one(jvp)
 
@@ -366,14 +390,17 @@ def unary(rule: Callable, jvp: Any = None) -> Callable[[Callable], Callable[...,
         name = fn.__name__
 
         def op(a: Tensor, *params: Any, **kw: Any) -> Tensor:
+            links = declared
             try:
                 out, saved = fn(a.device.xp, a.data, *params, **kw)
             except TypeError as err:
                 out, saved = fn(a.device.xp, *refused_integers(err, a.device, (a.data,)), *params, **kw)
+                links = None  # it saved the float copy: not the operand's array
             if out.dtype is not a.data.dtype:
                 out, saved = _as_pytorch_float(fn, a.device, out, saved, (a.data,), *params, **kw)
+                links = None
             tangent_rule = _applied(fn, a.device.xp, params, kw) if jvp is LINEAR and forward.on else jvp
-            return emit(name, out, (a,), rules, saved, a.device, tangent_rule)
+            return emit(name, out, (a,), rules, saved, a.device, tangent_rule, links)
 
         return _with_forward_rule(forward_of(fn)(op), _SAID.get(jvp) if isinstance(jvp, str) else None)
 

@@ -67,7 +67,7 @@ def abs(xp, x):
     return xp.abs(x), (xp, x)
 
 
-@unary(lambda g, y: g * y, ELEMENTWISE)
+@unary(lambda g, y: g * y, ELEMENTWISE, saves=("out",))
 def exp(xp, x):
     """``e ** x``; gradient ``e ** x``."""
     y = xp.exp(x)
@@ -171,7 +171,7 @@ def cosh(xp, x):
     return xp.cosh(x), (xp, x)
 
 
-@unary(lambda g, y: g * (1 - y * y), ELEMENTWISE)
+@unary(lambda g, y: g * (1 - y * y), ELEMENTWISE, saves=("out",))
 def tanh(xp, x):
     """Hyperbolic tangent; gradient ``1 - tanh(x) ** 2``."""
     y = xp.tanh(x)
@@ -215,14 +215,14 @@ def stable_sigmoid(xp, x):
     return xp.where(x >= 0, 1 / (1 + e), e / (1 + e))
 
 
-@unary(lambda g, y: g * y * (1 - y), ELEMENTWISE)
+@unary(lambda g, y: g * y * (1 - y), ELEMENTWISE, saves=("out",))
 def sigmoid(xp, x):
     """``1 / (1 + exp(-x))``, computed without overflow for any magnitude; gradient ``s * (1 - s)``."""
     y = stable_sigmoid(xp, x)
     return y, (y,)
 
 
-@unary(where_false, ELEMENTWISE)
+@unary(where_false, ELEMENTWISE, saves=("xp", "dead"))
 def relu(xp, x):
     """``max(x, 0)``; gradient 1 where ``x > 0``, else 0: 0 at 0. A NaN stays NaN and passes its
     gradient (both as in PyTorch)."""

@@ -13,7 +13,8 @@ import numpy as np
 
 from ..errors import AxisError, InvalidArgumentError, OperandError, ShapeError
 from ..tensor import Tensor
-from .core import broadcast_shape, check_devices, emit, fills, host_constant, normalize_axes, unbroadcast
+from .core import (broadcast_shape, check_devices, declared_links, emit, fills, host_constant, normalize_axes,
+                   unbroadcast)
 
 __all__ = ["matmul", "einsum", "outer", "tensordot"]
 
@@ -40,11 +41,12 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     xp = a.device.xp
     out = xp.matmul(x, y)
     if x.ndim == 2 and y.ndim == 2:  # the common case: each rule can write into a preallocated buffer
-        return emit("matmul", out, (a, b), _MATRIX_RULES, (xp, x, y), a.device, _matmul_jvp)
+        return emit("matmul", out, (a, b), _MATRIX_RULES, (xp, x, y), a.device, _matmul_jvp, _MATMUL_LINKS)
     shape2 = list(out.shape) + ([1] if y.ndim == 1 else [])
     if x.ndim == 1:
         shape2.insert(len(shape2) - 1, 1)
-    return emit("matmul", out, (a, b), (_grad_x, _grad_y), (xp, x, y, tuple(shape2)), a.device, _matmul_jvp)
+    return emit("matmul", out, (a, b), (_grad_x, _grad_y), (xp, x, y, tuple(shape2)), a.device, _matmul_jvp,
+                _MATMUL_LINKS)
 
 
 def _array_as_constant(operand: Any, beside: Any) -> Any:
@@ -54,6 +56,7 @@ def _array_as_constant(operand: Any, beside: Any) -> Any:
     return operand
 
 
+_MATMUL_LINKS = declared_links(("xp", "x", "y"), ("x", "y"))  # what matmul saves: its operands' arrays (and shape2)
 _MATRIX_RULES = (fills(lambda g, xp, x, y, **into: xp.matmul(g, xp.matrix_transpose(y), **into)),
                  fills(lambda g, xp, x, y, **into: xp.matmul(xp.matrix_transpose(x), g, **into)))
 
