@@ -336,7 +336,7 @@ def _rule_error(rec: Record | None, tid: int | None, err: Exception) -> Backward
 def _tape_of(out: Any) -> Tape:
     if not isinstance(out, Tensor):
         raise BackwardError(f"backward takes tensors, got {type(out).__name__}")
-    tape = out._tape
+    tape = out.tape
     if tape is None:
         raise BackwardError(f"{out.label} carries no tape, so nothing was recorded for it. Trace an input first: "
                             f"x.trace() (or x.trace(tk.UnionTape())), then compute the output from it.")

@@ -115,7 +115,7 @@ class Explanation:
 def explain(output: Tensor) -> Explanation:
     """Which records ``output`` depends on, on which tape each lives, which gradients a backward
     on it will miss and why, and which it will get only in part."""
-    tape, store = output._tape, live_store(output)
+    tape, store = output.tape, live_store(output)
     name_tapes(history([output]), store)
     if store is None:
         text = "no tape" if tape is None else f"a spent tape ({tape._spent})"

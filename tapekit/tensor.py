@@ -15,6 +15,7 @@ from .devices import dtype_name, is_floating
 from .errors import DTypeError, InvalidArgumentError, OperandError, TapeError, TapePolicyError
 from .ids import label, name_of, next_id, set_name
 from .tapes import NoneTape, OwnedTape, Tape
+from .tapes.base import MOVED, MovedTape
 
 if TYPE_CHECKING:
     from .gradients import Gradients
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
 class Tensor:
     """An immutable array on a device, with an id shared by all its traced handles."""
 
-    __slots__ = ("id", "data", "device", "_tape", "_record", "__weakref__")
+    __slots__ = ("id", "data", "device", "_tape", "_record", "_moved_by", "__weakref__")
 
     def __init__(self, data: Any, device: Any, tape: "Tape | None" = None, name: str | None = None) -> None:
         self.id = next_id()
@@ -73,7 +74,10 @@ class Tensor:
 
     @property
     def tape(self) -> "Tape | None":
-        """The tape this handle carries (``None``: no tape, inference)."""
+        """The tape this handle carries (``None``: no tape, inference); once an op moved its
+        OwnedTape away, a ``MovedTape`` that says which op."""
+        if self._tape is MOVED:
+            return MovedTape(self.id, self._moved_by)
         return self._tape
 
     def __len__(self) -> int:
@@ -83,7 +87,7 @@ class Tensor:
 
     def __repr__(self) -> str:
         values = np.array2string(self.numpy(), precision=4, separator=", ", threshold=20)
-        tape = "no tape" if self._tape is None else repr(self._tape).strip("<>")
+        tape = "no tape" if self._tape is None else repr(self.tape).strip("<>")
         name = f", name={self.name!r}" if self.name else ""
         return f"Tensor({values}, shape={self.shape}, dtype={dtype_name(self.dtype)}{name}, {tape})"
 
@@ -113,7 +117,7 @@ class Tensor:
         """This tensor on a fresh empty tape of the same policy (a second branch from one value)."""
         if self._tape is None:
             return self._handle(None)
-        fresh = self._tape._live()._fresh()
+        fresh = self.tape._live()._fresh()
         if fresh.moves:
             fresh._held = True
         return self._handle(fresh)
@@ -122,7 +126,7 @@ class Tensor:
         """Another handle to this tensor sharing its tape (an error for an OwnedTape)."""
         if self._tape is None:
             return self._handle(None)
-        return self._handle(self._tape._live()._shared())
+        return self._handle(self.tape._live()._shared())
 
     def detach(self) -> "Tensor":
         """A stop-gradient, as PyTorch's ``detach()``: a tensor of its own (a new id) sharing this
@@ -135,7 +139,7 @@ class Tensor:
         the tape this handle carries. Gradients are keyed by id, so the untaped handle is not a
         stop-gradient: an op between it and a traced ``x`` still collects into ``x``'s entry
         (``(same * x).sum()`` gives ``2 x``). Use ``detach()`` to stop a gradient."""
-        return self._handle(None), self._tape
+        return self._handle(None), self.tape
 
     # -- copies and pickles (of handles with no tape: a tape is not a value) -----------------
     def __copy__(self) -> "Tensor":

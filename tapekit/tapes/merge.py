@@ -28,7 +28,7 @@ def operand_tapes(inputs: Sequence[Any], op: str) -> Sequence[Tape]:
         return ()
     if tape is not _SEVERAL and not active:
         if tape._spent is not None:
-            raise_spent(tape)
+            raise_spent(next(t.tape for t in inputs if getattr(t, "_tape", None) is tape))  # as its holder shows it
         return (tape,)
     store = None if active else _one_store(inputs)
     return (store,) if store is not None else _checked_tapes(inputs, op)
@@ -59,9 +59,8 @@ def _checked_tapes(inputs: Sequence[Any], op: str) -> list[Tape]:
     tapes: list[Tape] = []
     holders: list[Any] = []
     for t in inputs:
-        tape = getattr(t, "_tape", None)
-        if tape is not None:
-            tapes.append(tape._live())
+        if getattr(t, "_tape", None) is not None:
+            tapes.append(t.tape._live())
             holders.append(t)
     active = active_global()
     if active is not None:
