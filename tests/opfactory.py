@@ -103,6 +103,18 @@ def unary_draw(domain: str = "any", shapes: Any = SHAPES, **kwargs: Any) -> Call
     return draw
 
 
+def quotient_draw(divisor: float | None = None, dividend: float | None = None) -> Callable:
+    """One array ``x`` for ``x // divisor`` and ``x % divisor``, or for ``dividend // x`` and
+    ``dividend % x``, drawn so that the quotient stays at least 0.05 from an integer: there these
+    ops' gradients step, and finite differences straddling a step cannot decide (the documented
+    edges of ``floor_divide`` and ``remainder`` assert the value at the steps)."""
+    def draw(data: Any) -> tuple[list[np.ndarray], dict]:
+        shape = data.draw(SHAPES, label="shape")
+        quotients = values(shape, "nonint", data.draw(st.integers(0, 2 ** 16), label="seed"))
+        return [quotients * divisor if divisor is not None else dividend / np.abs(quotients)], {}
+    return draw
+
+
 class Number(float):
     """A drawn operand to pass as a Python number, not as a tensor (as a plain ``float``: numpy
     promotes a subclass of float as it does a float64 array)."""

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 import tapekit as tk
 
-from ..opfactory import Edge, OpSpec, binary_draw, unary_draw
+from ..opfactory import Edge, OpSpec, binary_draw, quotient_draw, unary_draw
 
 SPECS: list[OpSpec] = []
 inf, nan = np.inf, np.nan
@@ -130,7 +130,7 @@ _unary("rpow_scalar", lambda a, b=2.0: b ** a, lambda x, b=2.0: b ** x, edges=[
     Edge([[0.0, 1.0, -1.0]], [[0.0, 0.0, -inf]], {"b": 0.0}, why="0 ** y * log(0): 0 for y >= 0, -inf below"),
     Edge([[2.0]], [[nan]], {"b": -2.0}, why="nan for a negative base, as in PyTorch")])
 _unary("mul_scalar", lambda a: a * 1.5, lambda x: x * 1.5)
-_unary("floordiv_scalar", lambda a: a // 0.7, lambda x: x // 0.7)
-_unary("rfloordiv_scalar", lambda a: 2.5 // a, lambda x: 2.5 // x, "positive")
-_unary("mod_scalar", lambda a: a % 0.7, lambda x: x % 0.7)
-_unary("rmod_scalar", lambda a: 2.5 % a, lambda x: 2.5 % x, "positive")
+SPECS += [OpSpec("floordiv_scalar", lambda a: a // 0.7, lambda x: x // 0.7, quotient_draw(divisor=0.7)),
+          OpSpec("rfloordiv_scalar", lambda a: 2.5 // a, lambda x: 2.5 // x, quotient_draw(dividend=2.5)),
+          OpSpec("mod_scalar", lambda a: a % 0.7, lambda x: x % 0.7, quotient_draw(divisor=0.7)),
+          OpSpec("rmod_scalar", lambda a: 2.5 % a, lambda x: 2.5 % x, quotient_draw(dividend=2.5))]
