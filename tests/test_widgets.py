@@ -123,6 +123,17 @@ def test_backward_on_zz_under_arc_reports_y_missing_and_why():
     assert ex.report.value.startswith("<pre") and "✗ y has no gradient" in ex.report.value
 
 
+def test_the_backward_button_names_the_output_it_runs_on():
+    ex = widgets.TapeExplorer(p4, policy="arc")
+    assert (ex.output.value, ex.backward_button.description) == ("z", "Backward on z")
+    ex.output.value = "zz"
+    assert ex.backward_button.description == "Backward on zz"
+    ex.backward_button.click()
+    assert ex.report_text.startswith("backward on zz ")
+    ex.step.value = 1  # no tensors yet, nothing to choose
+    assert ex.output.value is None and ex.backward_button.description == "Backward"
+
+
 def test_backward_on_zz_under_union_gets_every_gradient():
     ex = widgets.TapeExplorer(p4, policy="union")
     ex.output.value = "zz"

@@ -24,9 +24,9 @@ from .views import View, code_html, figure_html, figure_of, pre, row, static_htm
 class TapeExplorer(ReplayWidget):
     """A program replayed step by step: ``step`` (slider) and ``policy`` (dropdown) redraw the DAG
     (``picture``) and the partition plot (``plot``) and show the line of code just run (``code``);
-    ``output`` and ``backward_button`` run backward on one output of the current step (on a fresh
-    run) and list in ``report`` which gradients exist, which are missing and why, and which arrived
-    only in part.
+    ``output`` and ``backward_button`` (labelled with the chosen output) run backward on one output
+    of the current step (on a fresh run) and list in ``report`` which gradients exist, which are
+    missing and why, and which arrived only in part.
 
     ``program`` is a plain function of a tape factory (see ``tapekit.widgets.replay``). What is shown
     is kept as text: ``svg``, ``dot``, ``figure``, ``line``, ``report_text``.
@@ -49,8 +49,17 @@ class TapeExplorer(ReplayWidget):
                               pictures, w.HBox([self.output, self.backward_button],
                                                layout=w.Layout(flex_flow="row wrap")), self.report],
                              layout=w.Layout(max_width="100%"))
+        self.output.observe(lambda _: self._name_output_on_button(), names="value")
         self._start(step)
         self.backward_button.on_click(lambda _: self.run_backward())
+
+    def _name_output_on_button(self) -> None:
+        """Label the button with the chosen output (``Backward on zz``), or ``Backward`` when none is.
+
+        The kernel sets the label when it receives the choice, so the button says what a click runs on.
+        """
+        name = self.output.value
+        self.backward_button.description = "Backward" if name is None else f"Backward on {name}"
 
     def redraw(self) -> None:
         """Show the current step: its line, DAG and partition; forget the last backward."""

@@ -1,7 +1,8 @@
 """The tape explorer in a real browser: the step slider moved with the keyboard, the policy changed
-with the select box and the Backward button clicked, and after each the DAG the page shows is the
-one the explorer draws for that step and policy (node count, tape colours) and the partition plot is
-redrawn. Program: acceptance program P4, whose two ArcTapes a merge leaves partitioned."""
+with the select box and the Backward button clicked once its label names the chosen output, and
+after each the DAG the page shows is the one the explorer draws for that step and policy (node
+count, tape colours) and the partition plot is redrawn. Program: acceptance program P4, whose two
+ArcTapes a merge leaves partitioned."""
 
 from __future__ import annotations
 
@@ -82,8 +83,13 @@ def test_explorer_follows_slider_policy_and_backward(page, lab):
     drawn = redrawn(drawn)
 
     control(explorer, "dropdown", "output").locator("select").select_option("zz")
+    # The page may hold the dropdown's new value back while the click goes out at once; the kernel
+    # relabels the button once it has the value, so a click after that runs on zz
+    button = explorer.locator("button", has_text="Backward on")
+    wait_for(lambda: button.inner_text().strip(), lambda text: text == "Backward on zz",
+             what="the button to name zz")
     before = dag.inner_html()
-    explorer.locator("button", has_text="Backward").click()
+    button.click()
     report = explorer.locator(".widget-html pre")
     wait_for(lambda: report.all_inner_texts(), lambda texts: any("backward on zz" in t for t in texts),
              what="the backward report")
