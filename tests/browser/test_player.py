@@ -61,23 +61,28 @@ def test_player_fits_1280_and_steps_with_the_keyboard_and_play(page, lab):
     assert not fit_problems(page), fit_problems(page)  # nothing clipped, picture text at least 10 pt
     assert player.evaluate(HTML_TEXT_JS) >= TEN_PT_PX
 
+    # The kernel redraws a step as separate widget messages (heading and maths, gradients, DAG), so
+    # the page may show the new heading while the DAG and the gradients are still the last step's:
+    # each is waited for on its own
     slider.focus()
     page.keyboard.press("ArrowRight")
     wait_for(lambda: heading.inner_text(), lambda t: t.startswith("step 1 of 5: record 1 of 4"), what="step 1")
     assert readout.inner_text() == "1"
-    assert "▶ sum" in dag.inner_html()
+    wait_for(lambda: dag.inner_html(), lambda svg: "▶ sum" in svg, what="the DAG of step 1 to mark sum")
     page.keyboard.press("ArrowRight")
     page.keyboard.press("ArrowRight")
     wait_for(lambda: heading.inner_text(), lambda t: t.startswith("step 3 of 5"), what="step 3")
-    assert "▶ mul" in dag.inner_html() and "+[0.5, 1]" in dag.inner_html()
+    wait_for(lambda: dag.inner_html(), lambda svg: "▶ mul" in svg and "+[0.5, 1]" in svg,
+             what="the DAG of step 3 to mark mul and show +[0.5, 1]")
     page.keyboard.press("ArrowLeft")
     wait_for(lambda: heading.inner_text(), lambda t: t.startswith("step 2 of 5"), what="back to step 2")
-    assert "▶ add" in dag.inner_html()
+    wait_for(lambda: dag.inner_html(), lambda svg: "▶ add" in svg, what="the DAG of step 2 to mark add")
 
     player.locator(".widget-play button").first.click()  # play: one step every 1.5 s, to the end
     wait_for(lambda: heading.inner_text(), lambda t: t.startswith("step 5 of 5: backward on s returns"),
              timeout_s=30, what="Play to reach the end")
-    assert "✓ x = [2.649, 4.718]" in player.inner_text()
+    wait_for(lambda: player.inner_text(), lambda text: "✓ x = [2.649, 4.718]" in text,
+             what="the gradients of the last step to show x's")
 
 
 def set_theme(lab, theme: str) -> None:
@@ -116,11 +121,17 @@ def test_stepping_keeps_the_gradients_and_the_dag_where_they_are(page, lab):
     notebook.run_all()
     player = page.locator(".jp-Cell-outputArea .widget-vbox").first
     heading = player.locator(".widget-html b").first
+    dag = player.locator(".widget-html svg").first
+    gradients = player.locator(".widget-html pre").last
     player.locator(".widget-slider [role=slider]").focus()
     layouts = []
     for k in range(6):
         wait_for(lambda: heading.inner_text(), lambda t: t.startswith(f"step {k} of 5"), what=f"step {k}")
+        if k:  # the heading may arrive before the DAG and the gradients; each step changes both
+            wait_for(lambda: dag.inner_html(), lambda svg: svg != before[0], what=f"the DAG of step {k}")
+            wait_for(lambda: gradients.inner_text(), lambda t: t != before[1], what=f"the gradients of step {k}")
         layouts.append(player.evaluate(LAYOUT_JS))
+        before = dag.inner_html(), gradients.inner_text()
         page.keyboard.press("ArrowRight")
     assert all(layout == layouts[0] for layout in layouts), layouts
     assert page.locator(".jp-Cell-outputArea").first.evaluate("a => a.scrollWidth <= a.clientWidth")
