@@ -448,6 +448,10 @@ def test_a_long_program_is_written_in_parts_and_still_equals_eager() -> None:
         x, w = dev.tensor(values), dev.tensor([0.9, 1.1, -0.4])
         assert all(same(a, b) for a, b in zip(step(x, w), f(x, w)))
     assert "_part2(" in step.source and step.history[0].steps > 1000
+    source = step.source  # written when asked for, from the parts' shapes: with its headings and comments
+    assert "    # forward: the ops, in the order they ran" in source and "    # backward: the rules" in source
+    assert re.search(r"\n    t\d+ = xp\.tanh\(t\d+\)  # #\d+ tanh\(t\d+\) -> t\d+\n", source)
+    assert re.search(r"  # #\d+ mul\(t\d+, w\) -> t\d+: rule for w\n", source)
 
 
 def test_a_long_program_compiles_each_shape_of_part_once_and_each_part_keeps_its_names_and_lines(monkeypatch) -> None:
@@ -473,6 +477,11 @@ def test_a_long_program_compiles_each_shape_of_part_once_and_each_part_keeps_its
         head = lines[code.co_firstlineno - 1]
         assert head.startswith(f"def {p.__name__}(") and code.co_name == p.__name__
         assert list(code.co_varnames[:code.co_argcount]) == head[head.index("(") + 1:head.index(")")].split(", ")
+        end = next(i for i in range(code.co_firstlineno, len(lines)) if lines[i].startswith("    return "))
+        statements = {i + 1 for i in range(code.co_firstlineno, end + 1)
+                      if lines[i].strip() and not lines[i].lstrip().startswith("#")}
+        assert {line for _, _, line in code.co_lines() if line is not None} - {code.co_firstlineno} == statements
+        assert set(code.co_varnames) >= {name for i in statements for name in re.findall(r"^\s*(\w+) = ", lines[i - 1])}
 
 
 def test_big_intermediates_are_let_go_after_their_last_use() -> None:
@@ -481,6 +490,21 @@ def test_big_intermediates_are_let_go_after_their_last_use() -> None:
     x = dev.ones((100, 100))  # 80 kB arrays
     assert same(step(x), step(x))
     assert "\n    del " in step.source
+
+
+def test_a_big_constant_array_is_read_by_every_replay_not_let_go() -> None:
+    """A constant made outside the step is a global of the program: a ``del`` of it after its last
+    use would make it a local that the replay reads before it has one (UnboundLocalError)."""
+    dev = tk.Cpu(default_dtype="float64")
+    scale = np.linspace(0.5, 1.5, 10_000).reshape(100, 100)  # 80 kB: big enough to be let go if it were a local
+
+    def f(x):
+        return ((x.trace() * scale).tanh() * 3.0).sum().backward()[x]
+
+    step = tk.compile(f)
+    x = dev.tensor(np.full((100, 100), 0.25))
+    for _ in range(3):
+        assert same(step(x), f(x))
 
 
 # -- threads ----------------------------------------------------------------------------------------------------

@@ -37,14 +37,18 @@ from .cuda import CudaKernel
 from .jit import compile_loops, loops_module_source
 from .loops import Loops
 from .runs import Run, plan
-from .source import Writer
+from .source import Built, Text, Writer, written
 
 
 class Fused:
     """The fused program: its source (loops, wrappers, program), its function, its runs."""
 
-    def __init__(self, source: str, run: Callable, runs: list[Run], over: int, failed: list[str]) -> None:
-        self.source, self.run, self.runs, self.over, self.failed = source, run, runs, over, failed
+    def __init__(self, text: str | Text, run: Callable, runs: list[Run], over: int, failed: list[str]) -> None:
+        self._text, self.run, self.runs, self.over, self.failed = text, run, runs, over, failed
+
+    @property
+    def source(self) -> str:
+        return written(self)
 
     @property
     def seconds(self) -> float:
@@ -64,8 +68,8 @@ class Fused:
         return lines or ["no run of elementwise calls to fuse: the fused program is the unfused one"]
 
 
-def fuse_program(writer: Writer, kept: list, unfused: tuple[str, Callable]) -> Fused:
-    """The program of ``kept`` with its runs as compiled loops (``unfused``: its source and function,
+def fuse_program(writer: Writer, kept: list, unfused: Built) -> Fused:
+    """The program of ``kept`` with its runs as compiled loops (``unfused``: the program unfused,
     which it is where nothing fuses). A run numba cannot compile stays unfused: the program is
     planned again without it."""
     failed: dict[int, str] = {}
@@ -77,9 +81,10 @@ def fuse_program(writer: Writer, kept: list, unfused: tuple[str, Callable]) -> F
         if space is not None:
             break
     if not runs:  # no second program to write and compile (W4's 333,000 calls: seconds)
-        return Fused(unfused[0], unfused[1], runs, over, list(failed.values()))
-    source, run = writer.write(items, space, heading=f"; fused: {len(runs)} run{'s' if len(runs) != 1 else ''}")
-    return Fused("\n\n\n".join(texts + [source]), run, runs, over, list(failed.values()))
+        return Fused(lambda: unfused.source, unfused.run, runs, over, list(failed.values()))
+    program, run = writer.write(items, space, heading=f"; fused: {len(runs)} run{'s' if len(runs) != 1 else ''}")
+    text = lambda: "\n\n\n".join(texts + [program if type(program) is str else program()])  # noqa: E731
+    return Fused(text, run, runs, over, list(failed.values()))
 
 
 def _mark_views(items: list, needed: set) -> None:

@@ -1,64 +1,151 @@
-"""Compiling a long program's parts: once per shape, not once per part.
+"""Compiling a long program's parts: once per shape, not once per part, and without writing them.
 
 A long program is written as functions of at most ``PART`` array calls each (``source.py``), and
 most of them repeat: a chain's forward parts are one pattern with other names, its backward parts
-another. CPython's ``compile()`` costs about 16 us a line, the largest share of a long program's
-first call (W4's chain of 10,000 ops: 34,000 lines, 0.56 s of 2 s). So each part's text is
-reduced to its shape: its local names numbered in order (``v0``, ``v1``, ...), its comments
-dropped. A shape is compiled once; each part with that shape gets the same bytecode with its own
-names, name and first line (``CodeType.replace``), so a traceback still names its line of
-``step.source``. W4's 10,000-op chain has 167 parts of 13 shapes: writing and compiling its
-program took about 75 us an op, not 105 (measured, on a busy machine).
+another. So each part is reduced to its shape, read off its steps: each step's kind, head and
+arguments, the part's own values numbered in the order they are first used (``_0``, ``_1``, ...).
+A shape is written out and compiled once; each part of that shape gets the same bytecode with its
+own names, name and first line (``CodeType.replace``), so a traceback still names its line of
+``step.source``, which is written only when asked for. CPython's ``compile()`` costs about 16 us
+a line and writing a line about 2 us, and W4's chain of 100,000 ops has 333,000 lines in 1,667
+parts of 13 shapes.
 """
 
 from __future__ import annotations
 
+import math
 import re
 import sys
 import types
-from typing import Any
+from typing import Any, Callable
+
+from .recorder import Ref, Step
+
+
+class Part:
+    """One function of a long program: its name, and its parameters, entries and results (as slots)."""
+
+    __slots__ = ("name", "params", "entries", "results")
+
+    def __init__(self, name: str, params: list[int], entries: list, results: list[int]) -> None:
+        self.name, self.params, self.entries, self.results = name, params, entries, results
+
 
 def _qualname(name: str) -> dict[str, str]:
     """A code object's own qualified name, which CPython keeps from 3.11 on (3.10 takes the function's)."""
     return {"co_qualname": name} if sys.version_info >= (3, 11) else {}
 
 
-# one token of a program line: a string, a comment, an attribute, a keyword argument's name, a
-# number, or a name (only names are renamed: the others are kept as they are, comments dropped)
+def compile_parts(parts: list[Part], text_of: Callable[[Part, dict], str], first_line: int, filename: str,
+                  space: dict[str, Any], items: list, names: dict[int, str]) -> tuple[list[tuple[str, list]], int]:
+    """Define ``parts`` in ``space``, the first's ``def`` on line ``first_line`` and one blank line
+    after each: one compile per shape. ``text_of(part, names)`` writes a part's function with
+    ``names`` for its slots. Returns each part's shape (its text, and its names for the
+    placeholders: ``named`` writes its lines with them) and the line after the last part's blank line."""
+    shapes: dict[tuple, tuple[str, types.CodeType]] = {}
+    shaped = []
+    line = first_line
+    for part in parts:
+        key, local = shape_of(part, items, names)
+        found = shapes.get(key) if key is not None else None
+        if found is None:
+            text = text_of(part, _Names(names, {slot: f"_{k}" for slot, k in local.items()}))
+            module = compile(text, filename, "exec")
+            found = text, next(c for c in module.co_consts if isinstance(c, types.CodeType))
+            if key is not None:
+                shapes[key] = found
+        text, code = found
+        own = [""] * len(local)  # placeholder number -> the part's name
+        for slot, k in local.items():
+            own[k] = names[slot]
+        renamed = code.replace(co_name=part.name, co_firstlineno=line,
+                               co_varnames=tuple(_name(v, own) for v in code.co_varnames), **_qualname(part.name))
+        space[part.name] = types.FunctionType(renamed, space, part.name)
+        shaped.append((text, own))
+        line += len(part.entries) + 3
+    return shaped, line
+
+
+# one token of a line: a string, a comment, an attribute, a keyword argument's name, a number, or a
+# name (only names are placeholders: the others are kept as they are)
 _TOKEN = re.compile(r"""('(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*"|#[^\n]*|\.\s*[A-Za-z_]\w*"""
                     r"""|[A-Za-z_]\w*=(?!=)|\d[\w.]*|[A-Za-z_]\w*)""")
 
 
-def shape_of(lines: list[str], local: set[str]) -> tuple[str, list[str]]:
-    """A part's text reduced to its shape (its def named ``part``, its names in ``local`` numbered
-    in order, its comments dropped), and its names in that order."""
-    head = lines[0]
-    text = "\n".join(["def part" + head[head.index("("):]] + lines[1:])
-    pieces = _TOKEN.split(text)
-    tokens = pieces[1::2]
-    names = list(dict.fromkeys(token for token in tokens if token in local))
-    number = {name: f"v{k}" for k, name in enumerate(names)}
-    pieces[1::2] = [number.get(token) or ("" if token[0] == "#" else token) for token in tokens]
-    return "".join(pieces), names
+def named(line: str, own: list[str]) -> str:
+    """A line of a part's shape with its placeholders replaced by the part's names."""
+    return _TOKEN.sub(lambda m: _name(m.group(0), own), line)
 
 
-def compile_parts(functions: list[list[str]], first_line: int, filename: str, space: dict[str, Any],
-                  local: set[str]) -> None:
-    """Define the parts (each a function's lines, in the program's order, the first on line
-    ``first_line`` of the source, one blank line between them) in ``space``: one compile per shape.
-    Every local name of a part is in ``local`` (the slots' names), and no line holds a lambda or a
-    comprehension, whose own code would keep the shape's names."""
-    shapes: dict[str, types.CodeType] = {}
-    line = first_line
-    for lines in functions:
-        text, names = shape_of(lines, local)
-        code = shapes.get(text)
-        if code is None:
-            module = compile(text, filename, "exec")
-            code = shapes[text] = next(c for c in module.co_consts if isinstance(c, types.CodeType))
-        name = lines[0][4:lines[0].index("(")]
-        numbered = {f"v{k}": n for k, n in enumerate(names)}
-        own = tuple(numbered.get(v, v) for v in code.co_varnames)
-        renamed = code.replace(co_name=name, co_firstlineno=line, co_varnames=own, **_qualname(name))
-        space[name] = types.FunctionType(renamed, space, name)
-        line += len(lines) + 1
+def _name(token: str, own: list[str]) -> str:
+    """The part's name for ``token`` where it is a placeholder (``_12``), else ``token``."""
+    return own[int(token[1:])] if token[0] == "_" and token[1:].isdigit() else token
+
+
+class _Names(dict):
+    """The placeholders of a part's own values; any other slot (a constant: a global) by its name."""
+
+    def __init__(self, names: dict[int, str], own: dict[int, str]) -> None:
+        super().__init__(own)
+        self.names = names
+
+    def __missing__(self, slot: int) -> str:
+        return self.names[slot]
+
+
+def shape_of(part: Part, items: list, names: dict[int, str]) -> tuple[tuple | None, dict[int, int]]:
+    """A part's shape, which equal parts share, and its own values (slot -> number in order of first
+    use: its parameters, then what its steps make). A slot that is neither is a constant, a global:
+    it stays in the shape by name. A part with a fused run has no shape (``None``): the run's line
+    names its values itself, so the part is compiled on its own."""
+    local = {slot: k for k, slot in enumerate(part.params)}
+    key: list[Any] = [len(part.params)]
+    for e in part.entries:
+        t = type(e)
+        if t is int:
+            item = items[e]
+            if type(item) is not Step:
+                return None, {}
+            key.append(_step_key(item, local, names))
+        elif t is str:
+            key.append("")
+        else:
+            key.append(("del", *sorted(local[s] for s in e)))
+    key.append(tuple(local[s] for s in part.results))
+    return tuple(key), local
+
+
+def _step_key(step: Step, local: dict[int, int], names: dict[int, str]) -> tuple:
+    """What a step's line depends on, its slots as the part's numbers (a constant's by name)."""
+    args = []
+    for v in step.args:
+        if type(v) is Ref:  # the common case, without a call
+            k = local.get(v.slot)
+            args.append(names[v.slot] if k is None else k)
+        else:
+            args.append(_value_key(v, local, names))
+    out = step.out
+    if out is not None:
+        k = local.get(out)
+        if k is None:
+            k = local[out] = len(local)
+        out = k
+    kwargs = tuple((name, _value_key(v, local, names)) for name, v in step.kwargs.items()) if step.kwargs else ()
+    return step.kind, step.head, step.asarray, out, tuple(args), kwargs
+
+
+def _value_key(v: Any, local: dict[int, int], names: dict[int, str]) -> Any:
+    """What ``source._render`` writes for a template value, as a key: equal keys, equal text."""
+    t = type(v)
+    if t is Ref:
+        k = local.get(v.slot)
+        return names[v.slot] if k is None else k
+    if t is tuple or t is list:
+        return t, tuple(_value_key(x, local, names) for x in v)
+    if t is slice:
+        return slice, _value_key(v.start, local, names), _value_key(v.stop, local, names), _value_key(v.step, local, names)
+    if v is None or v is Ellipsis or t is bool or t is int or t is str:
+        return t, v
+    if t is float and math.isfinite(v):
+        return t, repr(v)  # repr tells -0.0 from 0.0, which compare equal
+    return "object", id(v)  # written as the global the recording bound it to: one per object

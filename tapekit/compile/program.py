@@ -28,7 +28,7 @@ class Program:
 
     def __init__(self, key: tuple, why: str, built: Built, writes: list, results: Any, warned: list,
                  first_seconds: float) -> None:
-        self.key, self.why, self.source, self.steps = key, why, built.source, built.steps
+        self.key, self.why, self.built, self.steps = key, why, built, built.steps
         self.fused = built.fused  # a ``Fused`` where the step fuses, else None
         self.run = built.run if self.fused is None else self.fused.run
         self.writes, self.results, self.warned = writes, results, warned
@@ -36,6 +36,11 @@ class Program:
         self.calls = 0
         self.takes: list[int] = []
         self.grads: list = []
+
+    @property
+    def source(self) -> str:
+        """The program's Python source (a long one is written when first asked for)."""
+        return self.built.source
 
 
 class Compiled:
@@ -73,20 +78,23 @@ class Compiled:
 
     # -- recording -------------------------------------------------------------------------------------
     def _record(self, inputs: Inputs, args: tuple, kwargs: dict) -> Any:
+        # A recording makes many small objects and frees most of them when it ends: the collector, left
+        # on, would walk them all, again and again (W4's chain of 30,000 ops: 3 us of 38 an op, measured).
+        with _collector_paused():
+            return self._recorded(inputs, args, kwargs)
+
+    def _recorded(self, inputs: Inputs, args: tuple, kwargs: dict) -> Any:
         start = time.perf_counter()
         rec = Recorder(self.__name__)
         tracers = _swap_in_tracers(rec, inputs)
-        # a recording makes many small objects and frees none: the collector would walk them all, again and again
-        with _collector_paused():
-            result, ends, grads_after, warned = self._run_traced(rec, inputs, args, kwargs)
+        result, ends, grads_after, warned = self._run_traced(rec, inputs, args, kwargs)
         for message, category in warned:
             warnings.warn(message, category, stacklevel=2)
         writes = [(i, end.slot) for i, (t, end) in enumerate(zip(tracers, ends))
                   if type(end) is Tracer and end is not t]
         template, outputs = result_template(result, inputs.arg_tensors)
         needed = [slot for _, slot in writes] + outputs + [slot for state in grads_after for slot in state[1]]
-        with _collector_paused():
-            built = generate(rec, tracers, needed, self.__name__, inputs, len(self.history) + 1, self.fuse)
+        built = generate(rec, tracers, needed, self.__name__, inputs, len(self.history) + 1, self.fuse)
         slot_of = {slot: n for n, slot in enumerate(dict.fromkeys(needed))}
         program = Program(inputs.frozen, self._why(inputs.frozen), built, [(i, slot_of[s]) for i, s in writes],
                           (renumber(template, slot_of), [t.id for t in inputs.arg_tensors]), warned,

@@ -55,6 +55,7 @@ class Recorder:
     def __init__(self, fn_name: str) -> None:
         self.fn_name = fn_name
         self.values: list[Any] = []  # slot -> its value in the recording run
+        self.refs: list[Ref] = []  # slot -> the one ``Ref`` that templates use for it
         self.kinds: list[str] = []  # slot -> "input", "const" or "step"
         self.steps: list[Step] = []
         self.consts: dict[int, int] = {}  # id of a constant array -> its slot
@@ -73,9 +74,11 @@ class Recorder:
         return threading.get_ident() == self.thread
 
     def slot(self, value: Any, kind: str) -> Tracer:
+        slot = len(self.values)
         self.values.append(value)
         self.kinds.append(kind)
-        return Tracer(value, len(self.values) - 1, self)
+        self.refs.append(Ref(slot))
+        return Tracer(value, slot, self)
 
     def bind(self, obj: Any, stem: str) -> str:
         """A global name of the program for ``obj``."""
@@ -96,7 +99,7 @@ class Recorder:
         if t is Tracer:
             traced.append(value)
             refs.append(value.slot)
-            return value.a, Ref(value.slot)
+            return value.a, self.refs[value.slot]
         if t in _PLAIN:
             return value, value
         if t is tuple or t is list:
@@ -110,7 +113,7 @@ class Recorder:
             return slice(*[p[0] for p in parts]), slice(*[p[1] for p in parts])
         if is_array(value):
             refs.append(self._constant(value))
-            return value, Ref(refs[-1])
+            return value, self.refs[refs[-1]]
         return value, value
 
     def _split_items(self, items: Any, traced: list, refs: list) -> tuple[list, list]:
@@ -125,7 +128,7 @@ class Recorder:
                 traced.append(v)
                 refs.append(v.slot)
                 reals.append(v.a)
-                templates.append(Ref(v.slot))
+                templates.append(self.refs[v.slot])
             elif t in _PLAIN:
                 reals.append(v)
                 templates.append(v)

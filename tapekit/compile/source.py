@@ -17,7 +17,7 @@ import numpy as np
 from ..ids import label, name_of
 from ..tensor import Tensor
 from .inputs import Inputs, in_words
-from .parts import compile_parts
+from .parts import Part, compile_parts, named
 from .recorder import Recorder, Ref, Step, slots_in
 from .tracer import is_array
 
@@ -26,13 +26,27 @@ _IDENT = re.compile(r"[^0-9a-zA-Z_]+")
 _RESERVED = {"np", "xp", "asarray", "copy_of"}
 
 
+Text = Callable[[], str]  # a program's source, written when first asked for (``Built.source``)
+
+
 class Built:
     """What ``generate`` makes: the program's source, its compiled function, its number of array
     calls, and, fused, the same three for the fused program and its runs."""
 
-    def __init__(self, source: str, run: Callable, steps: int) -> None:
-        self.source, self.run, self.steps = source, run, steps
+    def __init__(self, text: str | Text, run: Callable, steps: int) -> None:
+        self._text, self.run, self.steps = text, run, steps
         self.fused: Any = None  # a ``fuse.Fused`` where the step is compiled with fuse=True
+
+    @property
+    def source(self) -> str:
+        return written(self)
+
+
+def written(holder: Any) -> str:
+    """``holder._text``, written now if it was left for when it is asked for, and kept."""
+    if callable(holder._text):
+        holder._text = holder._text()
+    return holder._text
 
 
 def generate(rec: Recorder, tracers: list, needed: list, fn_name: str, inputs: Inputs, number: int,
@@ -41,11 +55,11 @@ def generate(rec: Recorder, tracers: list, needed: list, fn_name: str, inputs: I
     (``fuse=True``), the same with its runs of elementwise calls as compiled loops."""
     kept, live = _live_steps(rec.steps, needed)
     writer = Writer(rec, inputs, tracers, needed, fn_name, number)
-    writer.prelude = _constants(rec, kept, live, writer.names)
+    writer.prelude, writer.copied = _constants(rec, kept, live, writer.names)
     built = Built(*writer.write(kept), len(kept))
     if fuse:
         from .fuse import fuse_program
-        built.fused = fuse_program(writer, kept, (built.source, built.run))
+        built.fused = fuse_program(writer, kept, built)
     return built
 
 
@@ -63,22 +77,28 @@ def _live_steps(steps: list[Step], needed: list) -> tuple[list[Step], set]:
     return kept, live
 
 
-def _constants(rec: Recorder, kept: list[Step], live: set, names: dict) -> list[str]:
-    """The program's constants as globals; the lines that copy those it writes into."""
+def _constants(rec: Recorder, kept: list[Step], live: set, names: dict) -> tuple[list[str], list[int]]:
+    """The program's constants as globals; the lines that copy those it writes into, and their slots."""
     consts = [s for s in sorted(live) if rec.kinds[s] == "const"]
     mutated = {s.out for s in kept if s.effect and s.out is not None} | {
         s.args[0].slot for s in kept if s.effect and s.args and type(s.args[0]) is Ref}
     for step in reversed(kept):  # what a written array may be a view of may be written too (a copy too many is harmless)
         if not step.effect and step.out in mutated:
             mutated.update(slots_in(step.args))
-    lines = []
+    lines, copied = [], []
     for s in consts:
         rec.globals[f"_{names[s]}"] = rec.values[s]
         if s in mutated:
             lines.append(f"{names[s]} = copy_of(_{names[s]})  # a constant this program writes into: a fresh copy")
+            copied.append(s)
         else:
             rec.globals[names[s]] = rec.values[s]
-    return lines
+    return lines, copied
+
+
+# A function's body, before it is written: a list of entries, each an int (the index of an item:
+# its line), a str (a heading, or a blank line) or a tuple of slots (``del`` of their arrays).
+Entries = list
 
 
 class Writer:
@@ -87,12 +107,12 @@ class Writer:
     def __init__(self, rec: Recorder, inputs: Inputs, tracers: list, needed: list, fn_name: str, number: int) -> None:
         self.rec, self.fn_name, self.number, self.needed = rec, fn_name, number, needed
         self.names = _names_of(rec, inputs, tracers)
-        self.params = list(dict.fromkeys(self.names[t.slot] for t in tracers))
-        self.outs = [self.names[s] for s in dict.fromkeys(needed)]
+        self.params = list(dict.fromkeys(t.slot for t in tracers))
+        self.outs = list(dict.fromkeys(needed))
         self.tensors = _tensor_names(rec, inputs, tracers, self.names)
-        self.big = {self.names[slot] for slot, value in enumerate(rec.values) if is_array(value)
-                    and getattr(value, "size", 0) * getattr(value.dtype, "itemsize", 8) >= BIG}
+        self.big = _big(rec)
         self.prelude: list[str] = []
+        self.copied: list[int] = []  # the constants the program writes into, copied by the prelude
         self.main = f"{_ident(fn_name)}_program_{number}"
 
     def called(self, tid: int) -> str:
@@ -103,36 +123,106 @@ class Writer:
         """The comment of a step's line: the op or rule it belongs to."""
         return _comment(step.group, self.called)
 
-    def write(self, items: list, space: dict | None = None, heading: str = "") -> tuple[str, Callable]:
-        """The source of ``items`` and its compiled function (``space``: more globals it names)."""
+    def write(self, items: list, space: dict | None = None, heading: str = "") -> tuple[str | Text, Callable]:
+        """The source of ``items`` (or, for a long program, how to write it when asked for) and its
+        compiled function (``space``: more globals it names)."""
         rec = self.rec
-        body = _body(items, rec, self.names, self.called)
         devices = ", ".join(f"{name} = {rec.globals[name]!r}" for name in rec.globals if name.startswith("dev"))
-        text = [f"# {self.fn_name}, recorded by tk.compile: {_count(items)} array calls; {devices}{heading}"]
-        parts: list[list[str]] = []
+        header = f"# {self.fn_name}, recorded by tk.compile: {_count(items)} array calls; {devices}{heading}"
+        entries = _entries(items)
         if len(items) <= PART:
-            text += _function(self.main, self.params, self.prelude + _freeing(body, items, self.names, self.big,
-                                                                               set(self.outs)), self.outs)
-        else:  # a long program in parts: Python's tools (tracebacks, tracemalloc) slow down on huge functions
-            parts, main = _parts(self.main, self.params, self.prelude, body, items, self.names, self.outs, self.big)
-            text += [line for lines in parts for line in lines + [""]] + main
-        source = "\n".join(text) + "\n"
-        globals_ = dict(rec.globals) | (space or {})
-        self._define(source, parts, globals_)
-        return source, globals_[self.main]
+            body = self.prelude + self.lines(_freeing(entries, items, self.big, set(self.outs)), items)
+            source = "\n".join([header] + _function(self.main, self._named(self.params), body,
+                                                     self._named(self.outs))) + "\n"
+            space = dict(rec.globals) | (space or {})
+            exec(builtins.compile(source, self._filename(), "exec"), space)
+            return source, space[self.main]
+        return self._write_parts(header, entries, items, space or {})
 
-    def _define(self, source: str, parts: list[list[str]], space: dict) -> None:
-        """Compile ``source`` into ``space``; a program in parts compiles each shape of part once
-        (``parts.py``), then the function that calls them."""
-        filename = f"<tk.compile {self.fn_name} #{self.number}>"
-        if not parts:
-            exec(builtins.compile(source, filename, "exec"), space)
-            return
-        lines = source.split("\n")
-        first = lines.index(parts[0][0]) + 1
-        compile_parts(parts, first, filename, space, set(self.names.values()) - set(space))
-        start = first - 1 + sum(len(p) + 1 for p in parts)  # the calling function's first line, counted from 0
-        exec(builtins.compile("\n" * start + "\n".join(lines[start:]), filename, "exec"), space)
+    def _write_parts(self, header: str, entries: Entries, items: list, space: dict) -> tuple[Text, Callable]:
+        """A long program: its parts compiled once a shape (``parts.py``) from their entries, and the
+        function that calls them; its text is written only when asked for. (W4's chain of 30,000
+        ops: writing the whole text took 7 us an op and compiling the parts from it 11, of a first
+        call of 52 us an op; measured.)"""
+        parts, calls = _parts(self.main, self.params, self.copied, entries, items, self.names, self.outs, self.big)
+        main = _function(self.main, self._named(self.params), self.prelude + calls, self._named(self.outs))
+        extra, space = space, {}
+        first = header.count("\n") + 2  # the first part's def: right after the header
+        shaped, end = compile_parts(parts, lambda part, names: "\n".join(self._part(part, items, names, full=False)),
+                                    first, self._filename(), space, items, self.names)
+        space |= self.rec.globals | extra  # the parts' globals, with those bound while their shapes were written
+        exec(builtins.compile("\n" * (end - 1) + "\n".join(main), self._filename(), "exec"), space)
+        notes = [self._notes(part.entries, items) for part in parts]
+        called = self.tensors.get
+        part_names = [part.name for part in parts]
+        return lambda: _long_text(header, part_names, shaped, notes, main, called), space[self.main]
+
+    def _notes(self, entries: Entries, items: list) -> list:
+        """What a part's lines show beyond its shape: a heading's text, or the group whose comment
+        ends the line (``None``: nothing)."""
+        notes = []
+        for e in entries:
+            t = type(e)
+            if t is str:
+                notes.append(e)
+            elif t is int and type(items[e]) is Step and (e + 1 == len(items) or items[e + 1].group is not items[e].group):
+                notes.append(items[e].group)
+            else:
+                notes.append(None)
+        return notes
+
+    def _part(self, part: Part, items: list, names: dict, full: bool = True) -> list[str]:
+        """A part's function, with ``names`` for its slots."""
+        return _function(part.name, [names[s] for s in part.params], self.lines(part.entries, items, names, full),
+                         [names[s] for s in part.results])
+
+    def lines(self, entries: Entries, items: list, names: dict | None = None, full: bool = True) -> list[str]:
+        """The lines of ``entries``, with ``names`` for the slots (the program's own by default);
+        not ``full``: without comments (a part's shape, ``parts.py``)."""
+        names = self.names if names is None else names
+        out = []
+        for e in entries:
+            t = type(e)
+            if t is int:
+                out.append(self._line(e, items, names, full))
+            elif t is str:
+                out.append(e if full else "")
+            else:
+                out.append(f"del {', '.join(sorted(names[s] for s in e))}")
+        return out
+
+    def _line(self, i: int, items: list, names: dict, full: bool) -> str:
+        """Item ``i``'s line; ``full``: with the comment that names its op or rule, on the last line of each."""
+        item = items[i]
+        if type(item) is not Step:  # a fused run: one call of its loops
+            return item.line
+        line = _line(item, self.rec, names)
+        if not full or (i + 1 < len(items) and items[i + 1].group is item.group):
+            return line
+        return line + _comment(item.group, self.called)
+
+    def _named(self, slots: list[int]) -> list[str]:
+        return [self.names[s] for s in slots]
+
+    def _filename(self) -> str:
+        return f"<tk.compile {self.fn_name} #{self.number}>"
+
+
+def _long_text(header: str, parts: list[str], shaped: list[tuple[str, list]], notes: list[list], main: list[str],
+               called: Callable[[int], str | None]) -> str:
+    """The source of a long program, from its parts' shapes: each line named, its heading or its comment added."""
+    out = [header]
+    for name, (shape, own), part_notes in zip(parts, shaped, notes):
+        lines = shape.split("\n")
+        out.append(f"def {name}{named(lines[0][lines[0].index('('):], own)}")
+        for line, note in zip(lines[1:], part_notes):
+            if type(note) is str:
+                out.append(note and "    " + note)
+            else:
+                line = named(line, own)
+                out.append(line if note is None else line + _comment(note, lambda tid: called(tid) or label(tid)))
+        out += [named(lines[-1], own), ""]
+    return "\n".join(out + main) + "\n"
 
 
 def _count(items: list) -> int:
@@ -151,26 +241,39 @@ def _tensor_names(rec: Recorder, inputs: Inputs, tracers: list, names: dict) -> 
 BIG = 1 << 16  # bytes from which an array is let go (``del``) right after its last use, as eager code would
 
 
-def _freeing(entries: list, items: list, names: dict, big: set, keep: set) -> list[str]:
-    """The lines of ``entries``, each big array let go after the last line that uses it: a program
-    that held every intermediate to its end would need more memory than the eager step it replays,
-    and fresh memory is slow (the operating system hands it out page by page)."""
-    last: dict[str, int] = {}
-    for j, (i, _) in enumerate(entries):
-        if i is not None:
-            for slot in [*items[i].reads(), *items[i].writes()]:
-                if names[slot] in big:
-                    last[names[slot]] = j
-    ends: dict[int, list[str]] = {}
-    for name, j in last.items():
-        if name not in keep:
-            ends.setdefault(j, []).append(name)
-    lines = []
-    for j, (_, line) in enumerate(entries):
-        lines.append(line)
+def _big(rec: Recorder) -> set[int]:
+    """The slots of the recording's big intermediates (not its constants: globals of the program)."""
+    return {slot for slot, value in enumerate(rec.values) if rec.kinds[slot] != "const" and _bytes(value) >= BIG}
+
+
+def _bytes(value: Any) -> int:
+    if type(value) is np.ndarray:  # the common case, spared is_array's tests
+        return value.nbytes
+    return getattr(value, "size", 0) * getattr(value.dtype, "itemsize", 8) if is_array(value) else 0
+
+
+def _freeing(entries: Entries, items: list, big: set, keep: set) -> Entries:
+    """``entries`` with each big array (an intermediate: a constant is a global of the program) let
+    go after the last entry that uses it: a program that held every intermediate to its end would
+    need more memory than the eager step it replays, and fresh memory is slow (the operating system
+    hands it out page by page)."""
+    last: dict[int, int] = {}
+    for j, e in enumerate(entries):
+        if type(e) is int:
+            item = items[e]
+            for slot in [*item.reads(), *item.writes()]:
+                if slot in big:
+                    last[slot] = j
+    ends: dict[int, list[int]] = {}
+    for slot, j in last.items():
+        if slot not in keep:
+            ends.setdefault(j, []).append(slot)
+    out: Entries = []
+    for j, e in enumerate(entries):
+        out.append(e)
         if j in ends:
-            lines.append(f"del {', '.join(sorted(ends[j]))}")
-    return lines
+            out.append(tuple(ends[j]))
+    return out
 
 
 PART = 200  # array calls per function of a long program (Python looks up line numbers from a function's start)
@@ -181,54 +284,55 @@ def _function(name: str, params: list[str], lines: list[str], outs: list[str]) -
     return [f"def {name}({', '.join(params)}):"] + ["    " + line if line else "" for line in lines] + [ret]
 
 
-def _parts(main: str, params: list[str], prelude: list[str], body: list, items: list, names: dict,
-           outs: list[str], big: set) -> tuple[list[list[str]], list[str]]:
-    """A long program as functions of at most ``PART`` array calls each (the lines of each), and
-    one that calls them in turn, passing on the values that later parts read (its lines)."""
-    chunks = _chunks(body)
-    reads, writes = _reads_and_writes(chunks, items, names)
-    available = set(params) | {line.split(" = ")[0] for line in prelude}
+def _parts(main: str, params: list[int], copied: list[int], entries: Entries, items: list, names: dict,
+           outs: list[int], big: set) -> tuple[list[Part], list[str]]:
+    """A long program as functions of at most ``PART`` array calls each, and the lines of the one
+    that calls them in turn, passing on the values that later parts read."""
+    chunks = _chunks(entries)
+    reads, writes = _reads_and_writes(chunks, items)
+    available = set(params) | set(copied)  # the locals of the calling function
     last_read = dict.fromkeys(outs, len(chunks))  # the last part that reads each value (the end for results)
     for k, r in enumerate(reads):
-        for name in r:
-            if last_read.get(name, -1) < k:
-                last_read[name] = k
-    functions: list[list[str]] = []
+        for slot in r:
+            if last_read.get(slot, -1) < k:
+                last_read[slot] = k
+    parts: list[Part] = []
     calls: list[str] = []
     for k, chunk in enumerate(chunks):
-        args = [name for name in reads[k] | writes[k] if name in available]
-        results = [name for name in writes[k] if last_read.get(name, -1) > k]
-        functions.append(_function(f"{main}_part{k + 1}", args, _freeing(chunk, items, names, big, set(results)),
-                                   results))
-        call = f"{main}_part{k + 1}({', '.join(args)})"
-        calls.append(f"{', '.join(results)}{',' if len(results) == 1 else ''} = {call}" if results else call)
+        args = [slot for slot in reads[k] | writes[k] if slot in available]
+        results = [slot for slot in writes[k] if last_read.get(slot, -1) > k]
+        part = Part(f"{main}_part{k + 1}", args, _freeing(chunk, items, big, set(results)), results)
+        parts.append(part)
+        call = f"{part.name}({', '.join(names[s] for s in args)})"
+        got = ", ".join(names[s] for s in results)
+        calls.append(f"{got}{',' if len(results) == 1 else ''} = {call}" if results else call)
         available.update(writes[k])
-    return functions, _function(main, params, prelude + calls, outs)
+    return parts, calls
 
 
-def _chunks(body: list) -> list[list]:
-    """The body's lines cut into parts of at most ``PART`` array calls."""
-    chunks: list[list] = [[]]
+def _chunks(entries: Entries) -> list[Entries]:
+    """The entries cut into parts of at most ``PART`` array calls."""
+    chunks: list[Entries] = [[]]
     count = 0
-    for entry in body:
-        if entry[0] is not None:
+    for e in entries:
+        if type(e) is int:
             if count == PART:
                 chunks.append([])
                 count = 0
             count += 1
-        chunks[-1].append(entry)
+        chunks[-1].append(e)
     return chunks
 
 
-def _reads_and_writes(chunks: list[list], items: list, names: dict) -> tuple[list[dict], list[dict]]:
-    """The names each part reads, and those it assigns, each in the order of their first use (dicts
-    as ordered sets): parts of one pattern then have one shape, compiled once (``parts.py``)."""
+def _reads_and_writes(chunks: list[Entries], items: list) -> tuple[list[dict], list[dict]]:
+    """The slots each part reads, and those it assigns, each in the order of their first use (dicts
+    as ordered sets)."""
     reads: list[dict] = []
     writes: list[dict] = []
     for chunk in chunks:
-        found = [items[i] for i, _ in chunk if i is not None]
-        reads.append(dict.fromkeys(names[s] for item in found for s in item.reads()))
-        writes.append(dict.fromkeys(names[s] for item in found for s in item.writes()))
+        found = [items[e] for e in chunk if type(e) is int]
+        reads.append(dict.fromkeys(s for item in found for s in item.reads()))
+        writes.append(dict.fromkeys(s for item in found for s in item.writes()))
     return reads, writes
 
 
@@ -354,21 +458,16 @@ _TITLES = {"forward": "forward: the ops, in the order they ran",
            "update": "update: the optimizer's step"}
 
 
-def _body(items: list, rec: Recorder, names: dict, called: Callable[[int], str]) -> list[tuple[int | None, str]]:
-    """The lines of the program: (the index of the item, or None for a heading, the line)."""
-    lines: list[tuple[int | None, str]] = []
+def _entries(items: list) -> Entries:
+    """The entries of the program's body: each item's, under a heading for each phase."""
+    entries: Entries = []
     phase = None
-    for i, (item, now) in enumerate(zip(items, _phases(items))):
+    for i, now in enumerate(_phases(items)):
         if now != phase:
-            lines += ([(None, "")] if lines else []) + [(None, f"# {_TITLES[now]}")]
+            entries += ([""] if entries else []) + [f"# {_TITLES[now]}"]
             phase = now
-        if type(item) is not Step:  # a fused run: one call of its loops
-            lines.append((i, item.line))
-            continue
-        nxt = items[i + 1].group if i + 1 < len(items) else None
-        comment = "" if nxt is item.group else _comment(item.group, called)  # one per op or rule, on its last line
-        lines.append((i, _line(item, rec, names) + comment))
-    return lines
+        entries.append(i)
+    return entries
 
 
 def _line(step: Step, rec: Recorder, names: dict) -> str:
