@@ -123,6 +123,31 @@ def test_past_the_limit_a_program_fuses_in_part_and_says_so(monkeypatch) -> None
     assert "stay unfused: past the limit" in repr(step)
 
 
+def test_a_fused_program_in_parts_runs_its_runs_and_each_part_keeps_its_lines(monkeypatch) -> None:
+    """Parts with a fused run have no shared shape (the run's line names its values itself): each is
+    compiled on its own, beside parts that share theirs, and keeps its lines of the source."""
+    monkeypatch.setattr(importlib.import_module("tapekit.compile.source"), "PART", 3)
+    dev = tk.Cpu(default_dtype="float64")
+
+    def f(x):
+        a = (x * 2.0 + 1.0).tanh()  # a run
+        b = (a.sum() * a + x).exp()  # a sum, then a run
+        return ((b * 0.5 - a).tanh() * b.sum()).sum() + (x * x).sum() + (a * a).sum()
+
+    step = tk.compile(f, fuse=True)
+    x = dev.tensor([0.1, 0.2, 0.3])
+    assert close(step(x), f(x)) and close(step(x), f(x))
+    program = step.fused_source[step.fused_source.index("# f, recorded by tk.compile"):]
+    lines = program.splitlines()
+    parts = [fn for name, fn in step.history[0].run.__globals__.items() if "_part" in name and callable(fn)]
+    assert len(parts) > 2 and any("fused run" in line for line in lines)
+    for p in parts:
+        code = p.__code__
+        assert lines[code.co_firstlineno - 1].startswith(f"def {p.__name__}(")
+        covered = {line for _, _, line in code.co_lines() if line is not None} - {code.co_firstlineno}
+        assert all(lines[i - 1].strip() and not lines[i - 1].lstrip().startswith("#") for i in covered)
+
+
 def test_a_run_numba_cannot_compile_stays_unfused_and_says_so(monkeypatch) -> None:
     fuse = importlib.import_module("tapekit.compile.fuse")
 

@@ -42,7 +42,7 @@ def compile_parts(parts: list[Part], text_of: Callable[[Part, dict], str], first
     after each: one compile per shape. ``text_of(part, names)`` writes a part's function with
     ``names`` for its slots. Returns each part's shape (its text, and its names for the
     placeholders: ``named`` writes its lines with them) and the line after the last part's blank line."""
-    shapes: dict[tuple, tuple[str, types.CodeType]] = {}
+    shapes: dict[tuple, tuple[str, types.CodeType, list[int]]] = {}
     shaped = []
     line = first_line
     for part in parts:
@@ -51,15 +51,17 @@ def compile_parts(parts: list[Part], text_of: Callable[[Part, dict], str], first
         if found is None:
             text = text_of(part, _Names(names, {slot: f"_{k}" for slot, k in local.items()}))
             module = compile(text, filename, "exec")
-            found = text, next(c for c in module.co_consts if isinstance(c, types.CodeType))
-            if key is not None:
-                shapes[key] = found
-        text, code = found
+            code = next(c for c in module.co_consts if isinstance(c, types.CodeType))
+            if key is None:  # written with its own names
+                found = text, code, None
+            else:  # its locals are all placeholders: their numbers, in the code's order
+                found = shapes[key] = text, code, [int(v[1:]) for v in code.co_varnames]
+        text, code, order = found
         own = [""] * len(local)  # placeholder number -> the part's name
         for slot, k in local.items():
             own[k] = names[slot]
-        renamed = code.replace(co_name=part.name, co_firstlineno=line,
-                               co_varnames=tuple(_name(v, own) for v in code.co_varnames), **_qualname(part.name))
+        varnames = code.co_varnames if order is None else tuple([own[k] for k in order])
+        renamed = code.replace(co_name=part.name, co_firstlineno=line, co_varnames=varnames, **_qualname(part.name))
         space[part.name] = types.FunctionType(renamed, space, part.name)
         shaped.append((text, own))
         line += len(part.entries) + 3

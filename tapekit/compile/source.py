@@ -10,6 +10,7 @@ import builtins
 import keyword
 import math
 import re
+from itertools import chain
 from typing import Any, Callable
 
 import numpy as np
@@ -79,9 +80,10 @@ def _live_steps(steps: list[Step], needed: list) -> tuple[list[Step], set]:
 
 def _constants(rec: Recorder, kept: list[Step], live: set, names: dict) -> tuple[list[str], list[int]]:
     """The program's constants as globals; the lines that copy those it writes into, and their slots."""
-    consts = [s for s in sorted(live) if rec.kinds[s] == "const"]
-    mutated = {s.out for s in kept if s.effect and s.out is not None} | {
-        s.args[0].slot for s in kept if s.effect and s.args and type(s.args[0]) is Ref}
+    consts = sorted(s for s in live if rec.kinds[s] == "const")
+    effects = [s for s in kept if s.effect]
+    mutated = {s.out for s in effects if s.out is not None} | {
+        s.args[0].slot for s in effects if s.args and type(s.args[0]) is Ref}
     for step in reversed(kept):  # what a written array may be a view of may be written too (a copy too many is harmless)
         if not step.effect and step.out in mutated:
             mutated.update(slots_in(step.args))
@@ -160,16 +162,10 @@ class Writer:
     def _notes(self, entries: Entries, items: list) -> list:
         """What a part's lines show beyond its shape: a heading's text, or the group whose comment
         ends the line (``None``: nothing)."""
-        notes = []
-        for e in entries:
-            t = type(e)
-            if t is str:
-                notes.append(e)
-            elif t is int and type(items[e]) is Step and (e + 1 == len(items) or items[e + 1].group is not items[e].group):
-                notes.append(items[e].group)
-            else:
-                notes.append(None)
-        return notes
+        ends = len(items) - 1
+        return [e if type(e) is str else None if type(e) is not int or type(items[e]) is not Step
+                else items[e].group if e == ends or items[e + 1].group is not items[e].group else None
+                for e in entries]
 
     def _part(self, part: Part, items: list, names: dict, full: bool = True) -> list[str]:
         """A part's function, with ``names`` for its slots."""
@@ -257,6 +253,8 @@ def _freeing(entries: Entries, items: list, big: set, keep: set) -> Entries:
     go after the last entry that uses it: a program that held every intermediate to its end would
     need more memory than the eager step it replays, and fresh memory is slow (the operating system
     hands it out page by page)."""
+    if not big:
+        return entries
     last: dict[int, int] = {}
     for j, e in enumerate(entries):
         if type(e) is int:
@@ -331,8 +329,8 @@ def _reads_and_writes(chunks: list[Entries], items: list) -> tuple[list[dict], l
     writes: list[dict] = []
     for chunk in chunks:
         found = [items[e] for e in chunk if type(e) is int]
-        reads.append(dict.fromkeys(s for item in found for s in item.reads()))
-        writes.append(dict.fromkeys(s for item in found for s in item.writes()))
+        reads.append(dict.fromkeys(chain.from_iterable([item.reads() for item in found])))
+        writes.append(dict.fromkeys(chain.from_iterable([item.writes() for item in found])))
     return reads, writes
 
 
@@ -351,10 +349,11 @@ def _names_of(rec: Recorder, inputs: Inputs, tracers: list) -> dict[int, str]:
     taken = set(rec.globals)
     names: dict[int, str] = {}
 
-    def give(slot: int, wanted: str) -> None:
+    def give(slot: int, wanted: str, made: bool = False) -> None:
+        """Name ``slot`` ``wanted`` as an identifier (``made``: one already, made here), numbered if taken."""
         if slot in names:
             return
-        name, n = _ident(wanted), 1
+        name, n = wanted if made else _ident(wanted), 1
         base = name
         while name in taken:
             n += 1
@@ -377,12 +376,13 @@ def _names_of(rec: Recorder, inputs: Inputs, tracers: list) -> dict[int, str]:
             give(t.slot, what.replace("'s ", "_").replace(" of ", "_").lower())
     for slot, info in rec.info.items():
         given = name_of(info[3])
-        give(slot, given or f"t{info[3]}")
+        give(slot, given, made=False) if given else give(slot, f"t{info[3]}", made=True)
     for slot, tid in rec.grad_of.items():
         given = name_of(tid) or inputs.param_names.get(tid)
-        give(slot, f"grad_{given}" if given else f"grad_t{tid}")
+        give(slot, f"grad_{given}") if given else give(slot, f"grad_t{tid}", made=True)
     for slot, kind in enumerate(rec.kinds):
-        give(slot, ("c" if kind == "const" else "a") + str(slot))
+        if slot not in names:
+            give(slot, ("c" if kind == "const" else "a") + str(slot), made=True)
     return names
 
 
