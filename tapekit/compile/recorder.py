@@ -182,7 +182,9 @@ class Recorder:
                     self._note(note, t.slot, False, True)
                 return t
         asarray = False
-        if type(res) is np.ndarray or is_array(res):  # the first test: the common case, spared is_array's
+        if type(res) is np.ndarray:  # the common case, spared is_array's tests
+            pass
+        elif is_array(res):
             if isinstance(res, np.generic):  # numpy made a scalar: keep 0-d arrays, as emit does
                 res, asarray = np.asarray(res), True
         elif isinstance(res, (tuple, list)) and res and all(is_array(r) for r in res):
