@@ -47,6 +47,7 @@ def test_w1_to_w4_have_a_compiled_contender_whose_first_call_is_reported(done) -
                 assert compiled[0].extra["first_call"] > 0
     wanted = [t.wanted for t in report.targets(done)]
     assert "compiled, 12 ops: at most 1.3x the floor" in wanted and "compiled: linear in the chain length" in wanted
+    assert "compiled, 90 ops: first call at most 20 µs per op" in wanted
     assert "tapekit compiled" in "\n".join(report.summary(done))
     first = report.first_calls(done)
     assert first[0].startswith("| workload | case | tapekit compiled |") and len(first) == 2 + 5  # W1, W2, W3, W4 twice
