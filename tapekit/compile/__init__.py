@@ -14,7 +14,8 @@ real arrays and notes one line of the program. The device's namespace ``xp`` and
 generator are swapped for proxies that do the same. tapekit's own code runs unchanged on top:
 the ops, the tapes, the backward engine and the optimizers never know they are being recorded.
 The program is then written out as Python source (``step.source``) and compiled: a replay is a call
-of that function, so it costs what numpy's own calls cost.
+of that function, so it costs what numpy's own calls cost. A long program is compiled in parts of
+200 array calls, each shape of part once, from its steps; its text is written when first asked for.
 
 What is fixed at record time and what is not (the guards). Shapes, dtypes, devices, tape policies,
 Python numbers (passed as arguments, or read by name: a global, a closure's variable, an attribute
