@@ -162,9 +162,11 @@ class Writer:
     def _notes(self, entries: Entries, items: list) -> list:
         """What a part's lines show beyond its shape: a heading's text, or the group whose comment
         ends the line (``None``: nothing)."""
-        ends = len(items) - 1
-        return [e if type(e) is str else None if type(e) is not int or type(items[e]) is not Step
-                else items[e].group if e == ends or items[e + 1].group is not items[e].group else None
+        last = len(items) - 1
+        return [e if type(e) is str  # a heading
+                else None if type(e) is not int or type(items[e]) is not Step  # a del, or a fused run's line
+                else items[e].group if e == last or items[e + 1].group is not items[e].group  # the op's last line
+                else None
                 for e in entries]
 
     def _part(self, part: Part, items: list, names: dict, full: bool = True) -> list[str]:
@@ -207,6 +209,9 @@ class Writer:
 def _long_text(header: str, parts: list[str], shaped: list[tuple[str, list]], notes: list[list], main: list[str],
                called: Callable[[int], str | None]) -> str:
     """The source of a long program, from its parts' shapes: each line named, its heading or its comment added."""
+    def tensor(tid: int) -> str:
+        return called(tid) or label(tid)
+
     out = [header]
     for name, (shape, own), part_notes in zip(parts, shaped, notes):
         lines = shape.split("\n")
@@ -216,7 +221,7 @@ def _long_text(header: str, parts: list[str], shaped: list[tuple[str, list]], no
                 out.append(note and "    " + note)
             else:
                 line = named(line, own)
-                out.append(line if note is None else line + _comment(note, lambda tid: called(tid) or label(tid)))
+                out.append(line if note is None else line + _comment(note, tensor))
         out += [named(lines[-1], own), ""]
     return "\n".join(out + main) + "\n"
 
