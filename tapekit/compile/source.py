@@ -81,6 +81,8 @@ def _live_steps(steps: list[Step], needed: list) -> tuple[list[Step], set]:
 def _constants(rec: Recorder, kept: list[Step], live: set, names: dict) -> tuple[list[str], list[int]]:
     """The program's constants as globals; the lines that copy those it writes into, and their slots."""
     consts = sorted(s for s in live if rec.kinds[s] == "const")
+    if not consts:  # nothing to copy, so no need to find what the program writes into
+        return [], []
     effects = [s for s in kept if s.effect]
     mutated = {s.out for s in effects if s.out is not None} | {
         s.args[0].slot for s in effects if s.args and type(s.args[0]) is Ref}
