@@ -164,8 +164,10 @@ def _live() -> tuple[int, Counter]:
     collection first empties CPython's free lists, which keep freed tuples and floats for reuse and
     would count as growth; it must find no cycles, since the loop relies on reference counting."""
     assert gc.collect() == 0, "a training step left objects in reference cycles"
+    # type(o), not isinstance(o, ...): isinstance asks a weakref.proxy for its referent's class, and
+    # raises ReferenceError for a dead one, which another library may keep alive in this process
     kinds = Counter(type(o).__name__ for o in gc.get_objects()
-                    if isinstance(o, (tk.Tensor, tk.Tape, tk.Gradients, Record, tk.nn.Module)))
+                    if issubclass(type(o), (tk.Tensor, tk.Tape, tk.Gradients, Record, tk.nn.Module)))
     return tracemalloc.get_traced_memory()[0], kinds
 
 
