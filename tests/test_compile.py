@@ -244,6 +244,59 @@ def test_every_op_compiled_equals_eager(kind, name) -> None:
     check()
 
 
+def twice_step(spec, kwargs):
+    """The op applied twice to the same operands and its backward: a program whose parts repeat."""
+    def f(*tensors):
+        traced = [t.trace(tk.UnionTape()) for t in tensors]
+        outs = [spec.fn(*traced, **kwargs), spec.fn(*traced, **kwargs)]
+        seeds = [o.device.tensor(np.linspace(-1.0, 1.0, o.size).reshape(o.shape), dtype=o.dtype) for o in outs]
+        g = tk.backward(outs, seeds)
+        return outs, [g.get(t) for t in tensors]
+    return f
+
+
+@pytest.mark.parametrize("name", sorted(n for n, s in SPECS.items() if s.grad))
+def test_every_op_compiled_in_parts_of_one_call_equals_eager(name, monkeypatch) -> None:
+    """Every op's calls, each a part of its own: parts of one shape share their bytecode, so a shape
+    must tell apart every argument that writes differently (an axis, a slice, 0.0 from -0.0)."""
+    monkeypatch.setattr(importlib.import_module("tapekit.compile.source"), "PART", 1)
+    spec = SPECS[name]
+    dev = tk.Cpu(default_dtype="float64")
+
+    @settings(max_examples=2, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.differing_executors])
+    @given(data=st.data())
+    def check(data):
+        drawn, kwargs = spec.draw(data)
+        arrays = [np.asarray(a, dtype=float) for a in drawn]
+        f = twice_step(spec, kwargs)
+        step = tk.compile(f)
+        for shift in (0.0, 0.005):
+            tensors = [dev.tensor(a + shift, dtype="float64") for a in arrays]
+            (outs_g, grads_g), (outs_w, grads_w) = step(*tensors), f(*tensors)
+            assert all(same(a, b) for a, b in zip(outs_g, outs_w)), f"{name}: outputs"
+            assert all((a is None and b is None) or same(a, b) for a, b in zip(grads_g, grads_w)), f"{name}: gradients"
+        assert "_part2(" in step.source
+
+    check()
+
+
+def test_parts_of_one_call_tell_apart_a_value_from_an_operand_and_0_from_minus_0(monkeypatch) -> None:
+    """``x * x`` and ``x * 0`` (the part's first value, numbered 0, and the number 0), and ``x * 0.0``
+    and ``x * -0.0`` (equal as numbers, written differently) are parts of different shapes."""
+    monkeypatch.setattr(importlib.import_module("tapekit.compile.source"), "PART", 1)
+    dev = tk.Cpu(default_dtype="float64")
+
+    def f(x):  # the first part also holds the program's heading: the others are compared
+        return [x + 1.0, x * x, x * 0, 1.0 / (x * 0.0), 1.0 / (x * -0.0)]
+
+    step = tk.compile(f)
+    for values in ([1.0, 2.0], [3.0, 0.5]):
+        x = dev.tensor(values)
+        got, want = step(x), f(x)
+        assert all(same(a, b) for a, b in zip(got, want))
+        assert [float(t.numpy()[0]) for t in got[3:]] == [np.inf, -np.inf]
+
+
 # -- the fuzzed DAG programs --------------------------------------------------------------------------------
 def fuzzed_gradients(dev, program, policy, preallocated):
     """The step of a fuzzed program: its leaves' gradients under ``policy``, every output seeded."""
