@@ -37,18 +37,18 @@ from .cuda import CudaKernel
 from .jit import compile_loops, loops_module_source
 from .loops import Loops
 from .runs import Run, plan
-from .source import Built, Text, Writer, written
+from .source import Built, Source, Writer
 
 
 class Fused:
     """The fused program: its source (loops, wrappers, program), its function, its runs."""
 
-    def __init__(self, text: str | Text, run: Callable, runs: list[Run], over: int, failed: list[str]) -> None:
-        self._text, self.run, self.runs, self.over, self.failed = text, run, runs, over, failed
+    def __init__(self, text: Source, run: Callable, runs: list[Run], over: int, failed: list[str]) -> None:
+        self.text, self.run, self.runs, self.over, self.failed = text, run, runs, over, failed
 
     @property
     def source(self) -> str:
-        return written(self)
+        return self.text.read()
 
     @property
     def seconds(self) -> float:
@@ -81,10 +81,9 @@ def fuse_program(writer: Writer, kept: list, unfused: Built) -> Fused:
         if space is not None:
             break
     if not runs:  # no second program to write and compile (W4's 333,000 calls: seconds)
-        return Fused(lambda: unfused.source, unfused.run, runs, over, list(failed.values()))
+        return Fused(unfused.text, unfused.run, runs, over, list(failed.values()))
     program, run = writer.write(items, space, heading=f"; fused: {len(runs)} run{'s' if len(runs) != 1 else ''}")
-    text = lambda: "\n\n\n".join(texts + [program if type(program) is str else program()])  # noqa: E731
-    return Fused(text, run, runs, over, list(failed.values()))
+    return Fused(Source(lambda: "\n\n\n".join(texts + [program.read()])), run, runs, over, list(failed.values()))
 
 
 def _mark_views(items: list, needed: set) -> None:

@@ -7,6 +7,7 @@ function each, called in turn (parts of one shape are compiled once: ``parts.py`
 from __future__ import annotations
 
 import builtins
+import functools
 import keyword
 import math
 import re
@@ -27,27 +28,33 @@ _IDENT = re.compile(r"[^0-9a-zA-Z_]+")
 _RESERVED = {"np", "xp", "asarray", "copy_of"}
 
 
-Text = Callable[[], str]  # a program's source, written when first asked for (``Built.source``)
+class Source:
+    """A program's text, written the first time it is read and then kept (what it was written from
+    is let go): a long program's text costs more to write than compiling it from its steps does."""
+
+    __slots__ = ("_write", "_text")
+
+    def __init__(self, write: Callable[[], str]) -> None:
+        self._write: Callable[[], str] | None = write
+        self._text: str | None = None
+
+    def read(self) -> str:
+        if self._text is None:
+            self._text, self._write = self._write(), None
+        return self._text
 
 
 class Built:
     """What ``generate`` makes: the program's source, its compiled function, its number of array
     calls, and, fused, the same three for the fused program and its runs."""
 
-    def __init__(self, text: str | Text, run: Callable, steps: int) -> None:
-        self._text, self.run, self.steps = text, run, steps
+    def __init__(self, text: Source, run: Callable, steps: int) -> None:
+        self.text, self.run, self.steps = text, run, steps
         self.fused: Any = None  # a ``fuse.Fused`` where the step is compiled with fuse=True
 
     @property
     def source(self) -> str:
-        return written(self)
-
-
-def written(holder: Any) -> str:
-    """``holder._text``, written now if it was left for when it is asked for, and kept."""
-    if callable(holder._text):
-        holder._text = holder._text()
-    return holder._text
+        return self.text.read()
 
 
 def generate(rec: Recorder, tracers: list, needed: list, fn_name: str, inputs: Inputs, number: int,
@@ -121,15 +128,14 @@ class Writer:
 
     def called(self, tid: int) -> str:
         """A tensor's name in the program's comments."""
-        return self.tensors.get(tid) or label(tid)
+        return _called(self.tensors, tid)
 
     def comment(self, step: Step) -> str:
         """The comment of a step's line: the op or rule it belongs to."""
         return _comment(step.group, self.called)
 
-    def write(self, items: list, space: dict | None = None, heading: str = "") -> tuple[str | Text, Callable]:
-        """The source of ``items`` (or, for a long program, how to write it when asked for) and its
-        compiled function (``space``: more globals it names)."""
+    def write(self, items: list, space: dict | None = None, heading: str = "") -> tuple[Source, Callable]:
+        """The source of ``items`` and its compiled function (``space``: more globals it names)."""
         rec = self.rec
         devices = ", ".join(f"{name} = {rec.globals[name]!r}" for name in rec.globals if name.startswith("dev"))
         header = f"# {self.fn_name}, recorded by tk.compile: {_count(items)} array calls; {devices}{heading}"
@@ -140,10 +146,10 @@ class Writer:
                                                      self._named(self.outs))) + "\n"
             space = dict(rec.globals) | (space or {})
             exec(builtins.compile(source, self._filename(), "exec"), space)
-            return source, space[self.main]
+            return Source(lambda: source), space[self.main]
         return self._write_parts(header, entries, items, space or {})
 
-    def _write_parts(self, header: str, entries: Entries, items: list, space: dict) -> tuple[Text, Callable]:
+    def _write_parts(self, header: str, entries: Entries, items: list, space: dict) -> tuple[Source, Callable]:
         """A long program: its parts compiled once a shape (``parts.py``) from their entries, and the
         function that calls them; its text is written only when asked for. (W4's chain of 30,000
         ops: writing the whole text took 7 us an op and compiling the parts from it 11, of a first
@@ -157,18 +163,16 @@ class Writer:
         space |= self.rec.globals | extra  # the parts' globals, with those bound while their shapes were written
         exec(builtins.compile("\n" * (end - 1) + "\n".join(main), self._filename(), "exec"), space)
         notes = [self._notes(part.entries, items) for part in parts]
-        called = self.tensors.get
+        called = functools.partial(_called, self.tensors)
         part_names = [part.name for part in parts]
-        return lambda: _long_text(header, part_names, shaped, notes, main, called), space[self.main]
+        return Source(lambda: _long_text(header, part_names, shaped, notes, main, called)), space[self.main]
 
     def _notes(self, entries: Entries, items: list) -> list:
         """What a part's lines show beyond its shape: a heading's text, or the group whose comment
         ends the line (``None``: nothing)."""
-        last = len(items) - 1
         return [e if type(e) is str  # a heading
-                else None if type(e) is not int or type(items[e]) is not Step  # a del, or a fused run's line
-                else items[e].group if e == last or items[e + 1].group is not items[e].group  # the op's last line
-                else None
+                else items[e].group if type(e) is int and type(items[e]) is Step and _closes_group(items, e)
+                else None  # a del, a fused run's line (its comment is its own), or a line within an op
                 for e in entries]
 
     def _part(self, part: Part, items: list, names: dict, full: bool = True) -> list[str]:
@@ -197,9 +201,7 @@ class Writer:
         if type(item) is not Step:  # a fused run: one call of its loops
             return item.line
         line = _line(item, self.rec, names)
-        if not full or (i + 1 < len(items) and items[i + 1].group is item.group):
-            return line
-        return line + _comment(item.group, self.called)
+        return line + _comment(item.group, self.called) if full and _closes_group(items, i) else line
 
     def _named(self, slots: list[int]) -> list[str]:
         return [self.names[s] for s in slots]
@@ -209,11 +211,8 @@ class Writer:
 
 
 def _long_text(header: str, parts: list[str], shaped: list[tuple[str, list]], notes: list[list], main: list[str],
-               called: Callable[[int], str | None]) -> str:
+               called: Callable[[int], str]) -> str:
     """The source of a long program, from its parts' shapes: each line named, its heading or its comment added."""
-    def tensor(tid: int) -> str:
-        return called(tid) or label(tid)
-
     out = [header]
     for name, (shape, own), part_notes in zip(parts, shaped, notes):
         lines = shape.split("\n")
@@ -223,9 +222,19 @@ def _long_text(header: str, parts: list[str], shaped: list[tuple[str, list]], no
                 out.append(note and "    " + note)
             else:
                 line = named(line, own)
-                out.append(line if note is None else line + _comment(note, tensor))
+                out.append(line if note is None else line + _comment(note, called))
         out += [named(lines[-1], own), ""]
     return "\n".join(out + main) + "\n"
+
+
+def _closes_group(items: list, i: int) -> bool:
+    """Whether item ``i`` is the last line of its op or rule: the line its comment goes on."""
+    return i + 1 == len(items) or items[i + 1].group is not items[i].group
+
+
+def _called(tensors: dict[int, str], tid: int) -> str:
+    """A tensor's name in the program's comments: its variable's, else its label."""
+    return tensors.get(tid) or label(tid)
 
 
 def _count(items: list) -> int:
