@@ -162,18 +162,10 @@ class Writer:
                                     first, self._filename(), space, items, self.names)
         space |= self.rec.globals | extra  # the parts' globals, with those bound while their shapes were written
         exec(builtins.compile("\n" * (end - 1) + "\n".join(main), self._filename(), "exec"), space)
-        notes = [self._notes(part.entries, items) for part in parts]
+        notes = [_notes(part.entries, items) for part in parts]
         called = functools.partial(_called, self.tensors)
         part_names = [part.name for part in parts]
         return Source(lambda: _long_text(header, part_names, shaped, notes, main, called)), space[self.main]
-
-    def _notes(self, entries: Entries, items: list) -> list:
-        """What a part's lines show beyond its shape: a heading's text, or the group whose comment
-        ends the line (``None``: nothing)."""
-        return [e if type(e) is str  # a heading
-                else items[e].group if type(e) is int and type(items[e]) is Step and _closes_group(items, e)
-                else None  # a del, a fused run's line (its comment is its own), or a line within an op
-                for e in entries]
 
     def _part(self, part: Part, items: list, names: dict, full: bool = True) -> list[str]:
         """A part's function, with ``names`` for its slots."""
@@ -225,6 +217,15 @@ def _long_text(header: str, parts: list[str], shaped: list[tuple[str, list]], no
                 out.append(line if note is None else line + _comment(note, called))
         out += [named(lines[-1], own), ""]
     return "\n".join(out + main) + "\n"
+
+
+def _notes(entries: Entries, items: list) -> list:
+    """What a part's lines show beyond its shape: a heading's text, or the group whose comment ends
+    the line (``None``: nothing)."""
+    return [e if type(e) is str  # a heading
+            else items[e].group if type(e) is int and type(items[e]) is Step and _closes_group(items, e)
+            else None  # a del, a fused run's line (its comment is its own), or a line within an op
+            for e in entries]
 
 
 def _closes_group(items: list, i: int) -> bool:
