@@ -12,7 +12,7 @@ import keyword
 import math
 import re
 from itertools import chain
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -20,8 +20,8 @@ from ..ids import label, name_of
 from ..tensor import Tensor
 from .inputs import Inputs, in_words
 from .parts import Part, compile_parts, named
-from .recorder import Recorder, Ref, Step, slots_in
-from .tracer import is_array
+from .recorder import Recorder, Step, slots_in
+from .tracer import Tracer, is_array
 
 
 _IDENT = re.compile(r"[^0-9a-zA-Z_]+")
@@ -64,7 +64,7 @@ def generate(rec: Recorder, tracers: list, needed: list, fn_name: str, inputs: I
     kept, live = _live_steps(rec.steps, needed)
     writer = Writer(rec, inputs, tracers, needed, fn_name, number)
     writer.prelude, writer.copied = _constants(rec, kept, live, writer.names)
-    built = Built(*writer.write(kept), len(kept))
+    built = Built(*writer.write(kept, len(kept)), len(kept))
     if fuse:
         from .fuse import fuse_program
         built.fused = fuse_program(writer, kept, built)
@@ -78,7 +78,7 @@ def _live_steps(steps: list[Step], needed: list) -> tuple[list[Step], set]:
     for step in reversed(steps):
         if step.effect or step.out in live:
             kept.append(step)
-            live.update(step.reads())
+            live.update(step.slots)
             if step.effect and step.out is not None:
                 live.add(step.out)
     kept.reverse()
@@ -92,7 +92,7 @@ def _constants(rec: Recorder, kept: list[Step], live: set, names: dict) -> tuple
         return [], []
     effects = [s for s in kept if s.effect]
     mutated = {s.out for s in effects if s.out is not None} | {
-        s.args[0].slot for s in effects if s.args and type(s.args[0]) is Ref}
+        s.args[0].slot for s in effects if s.args and type(s.args[0]) is Tracer}
     for step in reversed(kept):  # what a written array may be a view of may be written too (a copy too many is harmless)
         if not step.effect and step.out in mutated:
             mutated.update(slots_in(step.args))
@@ -134,27 +134,28 @@ class Writer:
         """The comment of a step's line: the op or rule it belongs to."""
         return _comment(step.group, self.called)
 
-    def write(self, items: list, space: dict | None = None, heading: str = "") -> tuple[Source, Callable]:
-        """The source of ``items`` and its compiled function (``space``: more globals it names)."""
+    def write(self, items: list, calls: int, space: dict | None = None, heading: str = "") -> tuple[Source, Callable]:
+        """The source of ``items`` (``calls`` array calls) and its compiled function (``space``: more
+        globals it names)."""
         rec = self.rec
         devices = ", ".join(f"{name} = {rec.globals[name]!r}" for name in rec.globals if name.startswith("dev"))
-        header = f"# {self.fn_name}, recorded by tk.compile: {_count(items)} array calls; {devices}{heading}"
-        entries = _entries(items)
-        if len(items) <= PART:
-            body = self.prelude + self.lines(_freeing(entries, items, self.big, set(self.outs)), items)
+        header = f"# {self.fn_name}, recorded by tk.compile: {calls} array calls; {devices}{heading}"
+        chunks = _entries(items, PART)
+        if len(chunks) == 1:
+            body = self.prelude + self.lines(_freeing(chunks[0], items, self.big, set(self.outs)), items)
             source = "\n".join([header] + _function(self.main, self._named(self.params), body,
                                                      self._named(self.outs))) + "\n"
             space = dict(rec.globals) | (space or {})
             exec(builtins.compile(source, self._filename(), "exec"), space)
             return Source(lambda: source), space[self.main]
-        return self._write_parts(header, entries, items, space or {})
+        return self._write_parts(header, chunks, items, space or {})
 
-    def _write_parts(self, header: str, entries: Entries, items: list, space: dict) -> tuple[Source, Callable]:
+    def _write_parts(self, header: str, chunks: list[Entries], items: list, space: dict) -> tuple[Source, Callable]:
         """A long program: its parts compiled once a shape (``parts.py``) from their entries, and the
         function that calls them; its text is written only when asked for. (W4's chain of 30,000
         ops: writing the whole text took 7 us an op and compiling the parts from it 11, of a first
         call of 52 us an op; measured.)"""
-        parts, calls = _parts(self.main, self.params, self.copied, entries, items, self.names, self.outs, self.big)
+        parts, calls = _parts(self.main, self.params, self.copied, chunks, items, self.names, self.outs, self.big)
         main = _function(self.main, self._named(self.params), self.prelude + calls, self._named(self.outs))
         extra, space = space, {}
         first = header.count("\n") + 2  # the first part's def: right after the header
@@ -174,26 +175,20 @@ class Writer:
 
     def lines(self, entries: Entries, items: list, names: dict | None = None, full: bool = True) -> list[str]:
         """The lines of ``entries``, with ``names`` for the slots (the program's own by default);
-        not ``full``: without comments (a part's shape, ``parts.py``)."""
+        not ``full``: without headings and comments (a part's shape, ``parts.py``)."""
         names = self.names if names is None else names
         out = []
-        for e in entries:
+        for e, note in zip(entries, _notes(entries, items) if full else [None] * len(entries)):
             t = type(e)
             if t is int:
-                out.append(self._line(e, items, names, full))
+                item = items[e]
+                line = _line(item, self.rec, names) if type(item) is Step else item.line  # a fused run: one call of its loops
+                out.append(line if note is None else line + _comment(note, self.called))
             elif t is str:
                 out.append(e if full else "")
             else:
                 out.append(f"del {', '.join(sorted(names[s] for s in e))}")
         return out
-
-    def _line(self, i: int, items: list, names: dict, full: bool) -> str:
-        """Item ``i``'s line; ``full``: with the comment that names its op or rule, on the last line of each."""
-        item = items[i]
-        if type(item) is not Step:  # a fused run: one call of its loops
-            return item.line
-        line = _line(item, self.rec, names)
-        return line + _comment(item.group, self.called) if full and _closes_group(items, i) else line
 
     def _named(self, slots: list[int]) -> list[str]:
         return [self.names[s] for s in slots]
@@ -221,25 +216,25 @@ def _long_text(header: str, parts: list[str], shaped: list[tuple[str, list]], no
 
 def _notes(entries: Entries, items: list) -> list:
     """What a part's lines show beyond its shape: a heading's text, or the group whose comment ends
-    the line (``None``: nothing)."""
-    return [e if type(e) is str  # a heading
-            else items[e].group if type(e) is int and type(items[e]) is Step and _closes_group(items, e)
-            else None  # a del, a fused run's line (its comment is its own), or a line within an op
-            for e in entries]
-
-
-def _closes_group(items: list, i: int) -> bool:
-    """Whether item ``i`` is the last line of its op or rule: the line its comment goes on."""
-    return i + 1 == len(items) or items[i + 1].group is not items[i].group
+    the line (``None``: nothing: a del, a fused run's line, whose comment is its own, or a line
+    within an op)."""
+    notes = []
+    last = len(items) - 1
+    for e in entries:
+        t = type(e)
+        if t is int:
+            item = items[e]
+            group = item.group
+            closes = e == last or items[e + 1].group is not group  # the last line of its op or rule
+            notes.append(group if closes and type(item) is Step else None)
+        else:
+            notes.append(e if t is str else None)
+    return notes
 
 
 def _called(tensors: dict[int, str], tid: int) -> str:
     """A tensor's name in the program's comments: its variable's, else its label."""
     return tensors.get(tid) or label(tid)
-
-
-def _count(items: list) -> int:
-    return sum(1 if type(item) is Step else len(item.steps) for item in items)
 
 
 def _tensor_names(rec: Recorder, inputs: Inputs, tracers: list, names: dict) -> dict[int, str]:
@@ -299,11 +294,10 @@ def _function(name: str, params: list[str], lines: list[str], outs: list[str]) -
     return [f"def {name}({', '.join(params)}):"] + ["    " + line if line else "" for line in lines] + [ret]
 
 
-def _parts(main: str, params: list[int], copied: list[int], entries: Entries, items: list, names: dict,
+def _parts(main: str, params: list[int], copied: list[int], chunks: list[Entries], items: list, names: dict,
            outs: list[int], big: set) -> tuple[list[Part], list[str]]:
-    """A long program as functions of at most ``PART`` array calls each, and the lines of the one
-    that calls them in turn, passing on the values that later parts read."""
-    chunks = _chunks(entries)
+    """A long program as functions, one for each chunk of its entries, and the lines of the one that
+    calls them in turn, passing on the values that later parts read."""
     reads, writes = _reads_and_writes(chunks, items)
     available = set(params) | set(copied)  # the locals of the calling function
     last_read = dict.fromkeys(outs, len(chunks))  # the last part that reads each value (the end for results)
@@ -323,20 +317,6 @@ def _parts(main: str, params: list[int], copied: list[int], entries: Entries, it
         calls.append(f"{got}{',' if len(results) == 1 else ''} = {call}" if results else call)
         available.update(writes[k])
     return parts, calls
-
-
-def _chunks(entries: Entries) -> list[Entries]:
-    """The entries cut into parts of at most ``PART`` array calls."""
-    chunks: list[Entries] = [[]]
-    count = 0
-    for e in entries:
-        if type(e) is int:
-            if count == PART:
-                chunks.append([])
-                count = 0
-            count += 1
-        chunks[-1].append(e)
-    return chunks
 
 
 def _reads_and_writes(chunks: list[Entries], items: list) -> tuple[list[dict], list[dict]]:
@@ -405,7 +385,7 @@ def _names_of(rec: Recorder, inputs: Inputs, tracers: list) -> dict[int, str]:
 
 def _render(v: Any, rec: Recorder, names: dict) -> str:
     t = type(v)
-    if t is Ref:
+    if t is Tracer:
         return names[v.slot]
     if t is tuple:
         inner = ", ".join(_render(x, rec, names) for x in v)
@@ -452,22 +432,30 @@ def _comment(group: Any, called: Callable[[int], str]) -> str:
     return f"  # {text}"
 
 
-def _phases(steps: list) -> list[str]:
-    """forward, backward or update for each step: a step of no op, rule or update (the engine's sums,
-    the seed) belongs with the grouped step before it, or with the backward that follows the forward."""
-    kinds = {"op": "forward", "rule": "backward", "update": "update"}
-    grouped = [kinds[s.group[0]] if s.group else None for s in steps]
-    after, nxt = [None] * len(grouped), None
-    for i in range(len(grouped) - 1, -1, -1):  # the phase of the next grouped step, for each step
-        after[i] = nxt
-        nxt = grouped[i] or nxt
-    out, before = [], "forward"
-    for i, phase in enumerate(grouped):
-        if phase is None:
-            phase = "backward" if before == "forward" and after[i] == "backward" else before
-        out.append(phase)
-        before = phase
-    return out
+_PHASES = {"op": "forward", "rule": "backward", "update": "update"}
+
+
+def _phased(items: list) -> Iterator[tuple[int, str]]:
+    """Each item's index, in order, and its phase (forward, backward or update): a step of no op,
+    rule or update (the engine's sums, the seed) belongs with the grouped step before it, or with
+    the backward that follows the forward."""
+    before, waiting = "forward", []  # waiting: ungrouped items after the forward, until a grouped one says where they go
+    for i, item in enumerate(items):
+        group = item.group
+        if group is None:
+            if before == "forward":
+                waiting.append(i)
+            else:
+                yield i, before
+            continue
+        now = _PHASES[group[0]]
+        if waiting:
+            joined = "backward" if now == "backward" else "forward"
+            yield from ((j, joined) for j in waiting)
+            waiting = []
+        yield i, now
+        before = now
+    yield from ((j, "forward") for j in waiting)
 
 
 _TITLES = {"forward": "forward: the ops, in the order they ran",
@@ -475,16 +463,21 @@ _TITLES = {"forward": "forward: the ops, in the order they ran",
            "update": "update: the optimizer's step"}
 
 
-def _entries(items: list) -> Entries:
-    """The entries of the program's body: each item's, under a heading for each phase."""
-    entries: Entries = []
-    phase = None
-    for i, now in enumerate(_phases(items)):
+def _entries(items: list, size: int) -> list[Entries]:
+    """The entries of the program's body: each item's, under a heading for each phase, in chunks
+    of at most ``size`` items."""
+    chunks: list[Entries] = [[]]
+    chunk, count, phase = chunks[0], 0, None
+    for i, now in _phased(items):
+        if count == size:
+            chunk, count = [], 0
+            chunks.append(chunk)
         if now != phase:
-            entries += ([""] if entries else []) + [f"# {_TITLES[now]}"]
+            chunk += ["", f"# {_TITLES[now]}"] if i else [f"# {_TITLES[now]}"]
             phase = now
-        entries.append(i)
-    return entries
+        chunk.append(i)
+        count += 1
+    return chunks
 
 
 def _line(step: Step, rec: Recorder, names: dict) -> str:
