@@ -5,10 +5,12 @@ while recording; Dropout draws afresh; an optimizer's update lands in the model.
 from __future__ import annotations
 
 import contextlib
+import gc
 import importlib.util
 import re
 import sys
 import threading
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -558,6 +560,33 @@ def test_a_big_constant_array_is_read_by_every_replay_not_let_go() -> None:
     x = dev.tensor(np.full((100, 100), 0.25))
     for _ in range(3):
         assert same(step(x), f(x))
+
+
+def test_a_recording_is_let_go_when_its_call_returns_without_the_cyclic_collector(monkeypatch) -> None:
+    """What a recording made (its steps, tracers and arrays: hundreds of MB for a long chain) is
+    freed when the first call returns, by reference counts: a cycle through the recorder would keep
+    it all until Python's cyclic collector next runs a full collection."""
+    from tapekit.compile import recorder
+
+    made = []
+    real_init = recorder.Recorder.__init__
+
+    def init(self, fn_name):
+        real_init(self, fn_name)
+        made.append(weakref.ref(self))
+
+    monkeypatch.setattr(recorder.Recorder, "__init__", init)
+    dev = tk.Cpu()
+    scale = np.full(3, 0.5, dtype=np.float32)  # a constant: the recorder keeps a tracer for it
+    step = tk.compile(lambda x, w: ((x.trace(tk.OwnedTape(leaves=[x, w])) * w * scale).tanh()).sum().backward()[w])
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        step(dev.ones(3), dev.ones(3))
+        assert len(made) == 1 and made[0]() is None
+    finally:
+        if collecting:
+            gc.enable()
 
 
 # -- threads ----------------------------------------------------------------------------------------------------

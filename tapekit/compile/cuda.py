@@ -14,8 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from .recorder import Step
-from .tracer import Tracer
+from .recorder import Ref, Step
 from .runs import Run
 
 _C_FUNCTIONS = {"exp": "exp({0})", "log": "log({0})", "tanh": "tanh({0})", "sinh": "sinh({0})", "cosh": "cosh({0})",
@@ -58,7 +57,7 @@ class CudaKernel:
         return lines
 
     def _operand(self, v: Any) -> str:
-        if type(v) is not Tracer:
+        if type(v) is not Ref:
             return repr(v).lower() if type(v) is bool else repr(v)
         return self._value(v.slot)
 

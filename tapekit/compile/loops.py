@@ -17,8 +17,7 @@ from typing import Callable
 import numpy as np
 
 from .runs import PIECE, Run, operands, scalar_form
-from .recorder import Step
-from .tracer import Tracer
+from .recorder import Ref, Step
 
 
 class Loops:
@@ -38,7 +37,7 @@ class Loops:
         for k, piece in enumerate(self.pieces):
             for step in piece:
                 for v in step.args:
-                    if type(v) is Tracer:
+                    if type(v) is Ref:
                         self._last_piece[v.slot] = k
         self.wrapper = f"fused_run_{run.number}"
         self.loop_names = [f"{self.wrapper}_loop_{k + 1}" for k in range(len(self.pieces))]
@@ -71,7 +70,7 @@ class Loops:
         for step in piece:
             scalars = []
             for v in operands(step):
-                if type(v) is not Tracer:
+                if type(v) is not Ref:
                     scalars.append(_literal(v))
                     continue
                 if v.slot not in here:
@@ -135,7 +134,7 @@ class Loops:
         """``expr`` in the dtype numpy gives the step's result: numba computes a float32 with a
         Python number, or with a float64, in float64."""
         dtype = self.values[step.out].dtype
-        mixed = any(type(v) is not Tracer or self.values[v.slot].dtype != dtype for v in operands(step))
+        mixed = any(type(v) is not Ref or self.values[v.slot].dtype != dtype for v in operands(step))
         return f"np.{dtype.name}({expr})" if mixed and dtype.kind != "b" else expr
 
     # -- the wrapper ---------------------------------------------------------------------------------
@@ -183,7 +182,7 @@ def _piece_size(steps: list[Step]) -> int:
     the loops in the middle of the run are one source, compiled once."""
     if len(steps) <= PIECE:
         return PIECE
-    shapes = [(s.kind, s.head, tuple(type(v) is Tracer for v in s.args)) for s in steps]
+    shapes = [(s.kind, s.head, tuple(type(v) is Ref for v in s.args)) for s in steps]
     for period in range(1, min(PIECE, len(steps) // 3) + 1):
         same = sum(a == b for a, b in zip(shapes, shapes[period:]))
         if same >= 0.9 * (len(shapes) - period):

@@ -19,8 +19,7 @@ import sys
 import types
 from typing import Any, Callable
 
-from .recorder import Step
-from .tracer import Tracer
+from .recorder import Ref, Step
 
 
 class Part:
@@ -122,7 +121,7 @@ def _step_key(step: Step, local: dict[int, int], names: dict[int, str]) -> tuple
     """What a step's line depends on, its slots as the part's numbers (a constant's by name)."""
     args = []
     for v in step.args:
-        if type(v) is Tracer:  # the common case, without a call
+        if type(v) is Ref:  # the common case, without a call
             k = local.get(v.slot)
             args.append(names[v.slot] if k is None else k)
         else:
@@ -140,7 +139,7 @@ def _step_key(step: Step, local: dict[int, int], names: dict[int, str]) -> tuple
 def _value_key(v: Any, local: dict[int, int], names: dict[int, str]) -> Any:
     """What ``source._render`` writes for a template value, as a key: equal keys, equal text."""
     t = type(v)
-    if t is Tracer:
+    if t is Ref:
         k = local.get(v.slot)
         return names[v.slot] if k is None else k
     if t is tuple or t is list:

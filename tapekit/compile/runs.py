@@ -12,8 +12,7 @@ from typing import Any, Container, Iterator
 
 import numpy as np
 
-from .recorder import Step
-from .tracer import Tracer
+from .recorder import Ref, Step
 
 PIECE = 120  # statements per loop: W1's chain at 300 ops compiled in 11 s in loops of 40, 7.4 s of 120, 17 s of 300
 LIMIT = 6_000  # statements fused per program: W1's 3,331 compile in 3.7 s; loops that repeat no pattern, ~1 s per 120
@@ -89,7 +88,7 @@ def array_kind(a: Any) -> str | None:
 def _operand_fits(v: Any, values: list, shape: tuple, kind: str) -> bool:
     if _is_number(v):
         return True
-    if type(v) is not Tracer:
+    if type(v) is not Ref:
         return False
     a = values[v.slot]
     if not (array_kind(a) == kind or (kind == "numpy" and isinstance(a, np.generic))) or a.dtype.kind not in "biuf":
@@ -109,7 +108,7 @@ def run_shape(step: Step, values: list) -> tuple | None:
     kind = array_kind(a)
     if kind is None or a.dtype.kind not in "biuf" or (step.asarray and a.ndim):
         return None
-    if step.kind == "iop" and (type(step.args[0]) is not Tracer or step.args[0].slot != step.out):
+    if step.kind == "iop" and (type(step.args[0]) is not Ref or step.args[0].slot != step.out):
         return None
     if (a.dtype.kind == "b" and not _gives_bool(step)) or (step.head == "**" and a.dtype.kind != "f"):
         return None  # numpy's bool + bool is a logical or, numba's an integer sum; int ** int differs too
@@ -139,7 +138,7 @@ class Run:
         self.targets: set[int] = set()  # external slots written in place (``g += ...``)
         for s in steps:
             for v in s.args:
-                if type(v) is Tracer and v.slot not in made and v.slot not in self.external:
+                if type(v) is Ref and v.slot not in made and v.slot not in self.external:
                     self.external.append(v.slot)
             if s.kind == "iop" and s.out in self.external:
                 self.targets.add(s.out)
@@ -216,7 +215,7 @@ class _Memory:
 
     def admits(self, step: Step) -> bool:
         """Whether ``step`` can join the run (noted if so)."""
-        reads = {v.slot for v in step.args if type(v) is Tracer and v.slot not in self.made}
+        reads = {v.slot for v in step.args if type(v) is Ref and v.slot not in self.made}
         writes = {step.out} - self.made if step.kind == "iop" else set()
         if any(_may_share(self.values[a], self.values[b]) for a in self.written | writes
                for b in (reads - self.outside if a in self.written else reads | self.outside) if a != b):

@@ -20,8 +20,8 @@ from ..ids import label, name_of
 from ..tensor import Tensor
 from .inputs import Inputs, in_words
 from .parts import Part, compile_parts, named
-from .recorder import Recorder, Step, slots_in
-from .tracer import Tracer, is_array
+from .recorder import Recorder, Ref, Step, slots_in
+from .tracer import is_array
 
 
 _IDENT = re.compile(r"[^0-9a-zA-Z_]+")
@@ -92,7 +92,7 @@ def _constants(rec: Recorder, kept: list[Step], live: set, names: dict) -> tuple
         return [], []
     effects = [s for s in kept if s.effect]
     mutated = {s.out for s in effects if s.out is not None} | {
-        s.args[0].slot for s in effects if s.args and type(s.args[0]) is Tracer}
+        s.args[0].slot for s in effects if s.args and type(s.args[0]) is Ref}
     for step in reversed(kept):  # what a written array may be a view of may be written too (a copy too many is harmless)
         if not step.effect and step.out in mutated:
             mutated.update(slots_in(step.args))
@@ -385,7 +385,7 @@ def _names_of(rec: Recorder, inputs: Inputs, tracers: list) -> dict[int, str]:
 
 def _render(v: Any, rec: Recorder, names: dict) -> str:
     t = type(v)
-    if t is Tracer:
+    if t is Ref:
         return names[v.slot]
     if t is tuple:
         inner = ", ".join(_render(x, rec, names) for x in v)
