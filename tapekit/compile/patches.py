@@ -34,12 +34,9 @@ class _Namespace:
 
     def __init__(self, real: Any, rec: Recorder, path: str) -> None:
         self._real, self._rec, self._path = real, rec, path
-        self._made: dict[str, Any] = {}
 
     def __getattr__(self, name: str) -> Any:
-        made = self._made.get(name)
-        if made is not None:
-            return made
+        """The first look-up of a name (the next ones find it in the instance, without a Python call)."""
         value = getattr(self._real, name)
         if isinstance(value, types.ModuleType) or (type(value).__name__ == "_CupyNamespace"):
             made = _Namespace(value, self._rec, f"{self._path}.{name}")
@@ -48,7 +45,7 @@ class _Namespace:
             made = lambda *args, **kw: rec.call("call", head, value, args, kw)  # noqa: E731
         else:
             return value
-        self._made[name] = made
+        setattr(self, name, made)
         return made
 
 
