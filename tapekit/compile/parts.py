@@ -23,12 +23,15 @@ from .recorder import Ref, Step
 
 
 class Part:
-    """One function of a long program: its name, and its parameters, entries and results (as slots)."""
+    """One function of a long program: its name; its parameters (slots, and earlier parts' tuples as
+    negative numbers); what it takes from those tuples (slot, tuple, place); its entries; and its
+    results (slots)."""
 
-    __slots__ = ("name", "params", "entries", "results")
+    __slots__ = ("name", "params", "takes", "entries", "results")
 
-    def __init__(self, name: str, params: list[int], entries: list, results: list[int]) -> None:
-        self.name, self.params, self.entries, self.results = name, params, entries, results
+    def __init__(self, name: str, params: list[int], takes: list[tuple[int, int, int]], entries: list,
+                 results: list[int]) -> None:
+        self.name, self.params, self.takes, self.entries, self.results = name, params, takes, entries, results
 
 
 def _qualname(name: str) -> dict[str, str]:
@@ -64,7 +67,7 @@ def compile_parts(parts: list[Part], text_of: Callable[[Part, dict], str], first
         renamed = code.replace(co_name=part.name, co_firstlineno=line, co_varnames=varnames, **_qualname(part.name))
         space[part.name] = types.FunctionType(renamed, space, part.name)
         shaped.append((text, own))
-        line += len(part.entries) + 3
+        line += len(part.takes) + len(part.entries) + 3
     return shaped, line
 
 
@@ -97,11 +100,14 @@ class _Names(dict):
 
 def shape_of(part: Part, items: list, names: dict[int, str]) -> tuple[tuple | None, dict[int, int]]:
     """A part's shape, which equal parts share, and its own values (slot -> number in order of first
-    use: its parameters, then what its steps make). A slot that is neither is a constant, a global:
+    use: its parameters, then what it takes from earlier parts' tuples, then what its steps make). A slot that is neither is a constant, a global:
     it stays in the shape by name. A part with a fused run has no shape (``None``): the run's line
     names its values itself, so the part is compiled on its own."""
     local = {slot: k for k, slot in enumerate(part.params)}
     key: list[Any] = [len(part.params)]
+    for slot, handed, i in part.takes:
+        local[slot] = len(local)
+        key.append(("take", local[handed], i))
     for e in part.entries:
         t = type(e)
         if t is int:

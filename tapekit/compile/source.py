@@ -155,23 +155,26 @@ class Writer:
         function that calls them; its text is written only when asked for. (W4's chain of 30,000
         ops: writing the whole text took 7 us an op and compiling the parts from it 11, of a first
         call of 52 us an op; measured.)"""
-        parts, calls = _parts(self.main, self.params, self.copied, chunks, items, self.names, self.outs, self.big)
-        main = _function(self.main, self._named(self.params), self.prelude + calls, self._named(self.outs))
+        parts, calls, returned = _parts(self.main, self.params, self.copied, chunks, items, self.names, self.outs,
+                                        self.big)
+        main = _function(self.main, self._named(self.params), self.prelude + calls, returned)
         extra, space = space, {}
         first = header.count("\n") + 2  # the first part's def: right after the header
         shaped, end = compile_parts(parts, lambda part, names: "\n".join(self._part(part, items, names, full=False)),
                                     first, self._filename(), space, items, self.names)
         space |= self.rec.globals | extra  # the parts' globals, with those bound while their shapes were written
         exec(builtins.compile("\n" * (end - 1) + "\n".join(main), self._filename(), "exec"), space)
-        notes = [_notes(part.entries, items) for part in parts]
+        notes = [[None] * len(part.takes) + _notes(part.entries, items) for part in parts]
         called = functools.partial(_called, self.tensors)
         part_names = [part.name for part in parts]
         return Source(lambda: _long_text(header, part_names, shaped, notes, main, called)), space[self.main]
 
     def _part(self, part: Part, items: list, names: dict, full: bool = True) -> list[str]:
-        """A part's function, with ``names`` for its slots."""
-        return _function(part.name, [names[s] for s in part.params], self.lines(part.entries, items, names, full),
-                         [names[s] for s in part.results])
+        """A part's function, with ``names`` for its slots: it takes the values it reads from earlier
+        parts' tuples, then runs its entries."""
+        takes = [f"{names[slot]} = {names[handed]}[{i}]" for slot, handed, i in part.takes]
+        return _function(part.name, [names[s] for s in part.params],
+                         takes + self.lines(part.entries, items, names, full), [names[s] for s in part.results])
 
     def lines(self, entries: Entries, items: list, names: dict | None = None, full: bool = True) -> list[str]:
         """The lines of ``entries``, with ``names`` for the slots (the program's own by default);
@@ -295,28 +298,39 @@ def _function(name: str, params: list[str], lines: list[str], outs: list[str]) -
 
 
 def _parts(main: str, params: list[int], copied: list[int], chunks: list[Entries], items: list, names: dict,
-           outs: list[int], big: set) -> tuple[list[Part], list[str]]:
-    """A long program as functions, one for each chunk of its entries, and the lines of the one that
-    calls them in turn, passing on the values that later parts read."""
+           outs: list[int], big: set) -> tuple[list[Part], list[str], list[str]]:
+    """A long program as functions, one for each chunk of its entries; the lines of the one that
+    calls them in turn; and what it returns. A part hands on the values later parts read as one
+    tuple, ``_part3 = ..._part3(...)``, from which each later part takes those it reads
+    (``t12 = _part3[4]``): the calling function names no value, and the parts' lines that do are
+    compiled once a shape. (W4's 100,000 ops: a calling function that named each value it handed
+    on took 4.2 us an op to compile, of a first call of 44; measured.) A tuple's name is its
+    number's, negative, in ``names``, and starts with ``_``, as no value's name does (``_ident``)."""
     reads, writes = _reads_and_writes(chunks, items)
-    available = set(params) | set(copied)  # the locals of the calling function
     last_read = dict.fromkeys(outs, len(chunks))  # the last part that reads each value (the end for results)
     for k, r in enumerate(reads):
         for slot in r:
             if last_read.get(slot, -1) < k:
                 last_read[slot] = k
+    held: dict[int, tuple | None] = dict.fromkeys(params + copied)  # slot -> (its tuple, its place), None: a local
     parts: list[Part] = []
     calls: list[str] = []
     for k, chunk in enumerate(chunks):
-        args = [slot for slot in reads[k] | writes[k] if slot in available]
+        used = [slot for slot in reads[k] | writes[k] if slot in held]
+        takes = [(slot, *held[slot]) for slot in used if held[slot] is not None]
+        own = [slot for slot in used if held[slot] is None] + list(dict.fromkeys(t for _, t, _ in takes))
         results = [slot for slot in writes[k] if last_read.get(slot, -1) > k]
-        part = Part(f"{main}_part{k + 1}", args, _freeing(chunk, items, big, set(results)), results)
+        part = Part(f"{main}_part{k + 1}", own, takes, _freeing(chunk, items, big, set(results)), results)
         parts.append(part)
-        call = f"{part.name}({', '.join(names[s] for s in args)})"
-        got = ", ".join(names[s] for s in results)
-        calls.append(f"{got}{',' if len(results) == 1 else ''} = {call}" if results else call)
-        available.update(writes[k])
-    return parts, calls
+        call = f"{part.name}({', '.join(names[s] for s in own)})"
+        if results:
+            names[-(k + 1)] = f"_part{k + 1}"
+            calls.append(f"_part{k + 1} = {call}")
+            held.update((slot, (-(k + 1), i)) for i, slot in enumerate(results))
+        else:
+            calls.append(call)
+    returned = [names[s] if held[s] is None else f"{names[held[s][0]]}[{held[s][1]}]" for s in outs]
+    return parts, calls, returned
 
 
 def _reads_and_writes(chunks: list[Entries], items: list) -> tuple[list[dict], list[dict]]:
