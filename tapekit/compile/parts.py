@@ -7,8 +7,8 @@ arguments, the part's own values numbered in the order they are first used (``_0
 A shape is written out and compiled once; each part of that shape gets the same bytecode with its
 own names, name and first line (``CodeType.replace``), so a traceback still names its line of
 ``step.source``, which is written only when asked for. CPython's ``compile()`` costs about 16 us
-a line and writing a line about 2 us, and W4's chain of 100,000 ops has 340,000 lines in 1,667
-parts of 13 shapes.
+a line and writing a line about 2 us, and W4's chain of 100,000 ops has 410,000 lines (333,334
+array calls, and 70,000 that take a value an earlier part handed on) in 1,667 parts of 13 shapes.
 """
 
 from __future__ import annotations
