@@ -15,7 +15,8 @@ generator are swapped for proxies that do the same. tapekit's own code runs unch
 the ops, the tapes, the backward engine and the optimizers never know they are being recorded.
 The program is then written out as Python source (``step.source``) and compiled: a replay is a call
 of that function, so it costs what numpy's own calls cost. A long program is compiled in parts of
-200 array calls, each shape of part once, from its steps; its text is written when first asked for.
+200 array calls, each shape of part once, from its steps; each part hands the values later parts
+read on as one tuple; its text is written when first asked for.
 
 What is fixed at record time and what is not (the guards). Shapes, dtypes, devices, tape policies,
 Python numbers (passed as arguments, or read by name: a global, a closure's variable, an attribute
