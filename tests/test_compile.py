@@ -426,6 +426,22 @@ def test_reading_a_value_while_recording_names_the_line(read) -> None:
     assert "Move the read out of f" in str(err.value)
 
 
+@pytest.mark.parametrize("read", ["asarray", "array", "tolist"])
+def test_numpy_reading_a_recorded_array_is_a_read_too(read) -> None:
+    """numpy asks an object it converts for ``__array_interface__`` before ``__array__``: a tracer
+    that answered it with its real array's would let numpy read the values unseen, frozen into the
+    program (the second call below gave 6 where eager gives 12)."""
+    dev = tk.Cpu()
+
+    def f(x):
+        v = np.asarray(x.data) if read == "asarray" else np.array(x.data) if read == "array" else x.data.tolist()
+        return x * float(np.sum(v))
+
+    step = tk.compile(f)
+    with pytest.raises(tk.CompileError, match=r"test_compile\.py:\d+"):
+        step(dev.ones(3))
+
+
 def test_a_read_in_a_notebook_cell_names_the_cells_line() -> None:
     cell = compile("def f(x):\n    return float((x * 2.0).sum())\n", "/tmp/ipykernel_4102/3848855837.py", "exec")
     scope: dict = {}

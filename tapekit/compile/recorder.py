@@ -19,7 +19,7 @@ import numpy as np
 from ..callsite import code_at, place
 from ..tensor import Tensor
 from .errors import CompileError
-from .tracer import Tracer, is_array, nested
+from .tracer import Tracer, forward_attributes, is_array, nested
 
 
 class Ref:
@@ -75,6 +75,8 @@ class Recorder:
         return threading.get_ident() == self.thread
 
     def slot(self, value: Any, kind: str) -> Tracer:
+        if type(value) is not np.ndarray and is_array(value):  # a CuPy or array-API array: its methods, for the tracer
+            forward_attributes(type(value))
         slot = len(self.values)
         self.values.append(value)
         self.kinds.append(kind)
