@@ -426,16 +426,20 @@ def test_reading_a_value_while_recording_names_the_line(read) -> None:
     assert "Move the read out of f" in str(err.value)
 
 
-@pytest.mark.parametrize("read", ["asarray", "array", "tolist"])
+@pytest.mark.parametrize("read", ["asarray", "array", "tolist", "tobytes", "array2string", "array_repr"])
 def test_numpy_reading_a_recorded_array_is_a_read_too(read) -> None:
     """numpy asks an object it converts for ``__array_interface__`` before ``__array__``: a tracer
     that answered it with its real array's would let numpy read the values unseen, frozen into the
-    program (the second call below gave 6 where eager gives 12)."""
+    program (the second call below gave 6 where eager gives 12). Text made of the values (bytes, a
+    printout) would be frozen the same way."""
     dev = tk.Cpu()
 
     def f(x):
-        v = np.asarray(x.data) if read == "asarray" else np.array(x.data) if read == "array" else x.data.tolist()
-        return x * float(np.sum(v))
+        if read in ("asarray", "array", "tolist"):
+            v = np.asarray(x.data) if read == "asarray" else np.array(x.data) if read == "array" else x.data.tolist()
+            return x * float(np.sum(v))
+        text = x.data.tobytes() if read == "tobytes" else getattr(np, read)(x.data)  # text made of the values
+        return x * len(text)
 
     step = tk.compile(f)
     with pytest.raises(tk.CompileError, match=r"test_compile\.py:\d+"):

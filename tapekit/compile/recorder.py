@@ -190,6 +190,9 @@ class Recorder:
                 step.out = whole.slot
                 self.steps.append(step)
                 return type(res)(self.call("getitem", "", operator.getitem, (whole, i), {}) for i in range(len(res)))
+            elif traced and isinstance(res, (str, bytes)):  # text made of the values (x.tobytes(), a printout)
+                return self.read(traced[0], f".{step.head}()" if step.kind == "method" else f"{step.head}()",
+                                 lambda a: res)
             elif not (traced and isinstance(res, numbers.Number)):
                 return res  # a dtype, a shape, a flag: static
         out = self.slot(res, "step")
@@ -200,7 +203,9 @@ class Recorder:
     def read(self, tracer: Tracer, how: str, read: Callable) -> Any:
         """A value read while recording: tapekit's own checks get the value (fixed in the program);
         the function being compiled gets a ``CompileError`` naming its line."""
-        frame, entry = sys._getframe(2), None
+        frame, entry = sys._getframe(1), None
+        while frame is not None and frame.f_globals.get("__name__", "").startswith("tapekit.compile."):
+            frame = frame.f_back  # the tracer's and the recorder's own frames
         while frame is not None and frame.f_globals.get("__name__", "").startswith("tapekit"):
             entry, frame = frame, frame.f_back
         if entry is not None and entry.f_code not in _USER_READS:
