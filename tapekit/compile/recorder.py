@@ -10,8 +10,8 @@ from __future__ import annotations
 import numbers
 import operator
 import sys
-import types
 import threading
+import types
 from typing import Any, Callable, Iterator
 
 import numpy as np
@@ -181,7 +181,7 @@ class Recorder:
                     step.out = t.slot
                     self.steps.append(step)
                 return t
-        if type(res) is not np.ndarray:  # the common case, spared is_array's tests
+        if type(res) is not np.ndarray:  # an ndarray, the common case, is spared is_array's tests
             if is_array(res):
                 if isinstance(res, np.generic):  # numpy made a scalar: keep 0-d arrays, as emit does
                     res, step.asarray = np.asarray(res), True
