@@ -82,7 +82,8 @@ def fuse_program(writer: Writer, kept: list, unfused: Built) -> Fused:
             break
     if not runs:  # no second program to write and compile (W4's 333,000 calls: seconds)
         return Fused(unfused.text, unfused.run, runs, over, list(failed.values()))
-    program, run = writer.write(items, unfused.steps, space, heading=f"; fused: {len(runs)} run{'s' if len(runs) != 1 else ''}")
+    heading = f"; fused: {len(runs)} run{'s' if len(runs) != 1 else ''}"
+    program, run = writer.write(items, unfused.steps, space, heading=heading)
     return Fused(Source(lambda: "\n\n\n".join(texts + [program.read()])), run, runs, over, list(failed.values()))
 
 

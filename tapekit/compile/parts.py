@@ -100,9 +100,10 @@ class _Names(dict):
 
 def shape_of(part: Part, items: list, names: dict[int, str]) -> tuple[tuple | None, dict[int, int]]:
     """A part's shape, which equal parts share, and its own values (slot -> number in order of first
-    use: its parameters, then what it takes from earlier parts' tuples, then what its steps make). A slot that is neither is a constant, a global:
-    it stays in the shape by name. A part with a fused run has no shape (``None``): the run's line
-    names its values itself, so the part is compiled on its own."""
+    use: its parameters, then what it takes from earlier parts' tuples, then what its steps make). A
+    slot that is none of these is a constant, a global: it stays in the shape by name. A part with a
+    fused run has no shape (``None``): the run's line names its values itself, so the part is
+    compiled on its own."""
     local = {slot: k for k, slot in enumerate(part.params)}
     key: list[Any] = [len(part.params)]
     for slot, handed, i in part.takes:

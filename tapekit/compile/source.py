@@ -185,7 +185,8 @@ class Writer:
             t = type(e)
             if t is int:
                 item = items[e]
-                line = _line(item, self.rec, names) if type(item) is Step else item.line  # a fused run: one call of its loops
+                # a fused run's line is one call of its loops
+                line = _line(item, self.rec, names) if type(item) is Step else item.line
                 out.append(line if note is None else line + _comment(note, self.called))
             elif t is str:
                 out.append(e if full else "")
@@ -453,7 +454,8 @@ def _phased(items: list) -> Iterator[tuple[int, str]]:
     """Each item's index, in order, and its phase (forward, backward or update): a step of no op,
     rule or update (the engine's sums, the seed) belongs with the grouped step before it, or with
     the backward that follows the forward."""
-    before, waiting = "forward", []  # waiting: ungrouped items after the forward, until a grouped one says where they go
+    before = "forward"
+    waiting = []  # ungrouped items after the forward, until a grouped one says which phase they join
     for i, item in enumerate(items):
         group = item.group
         if group is None:
