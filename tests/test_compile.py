@@ -430,8 +430,8 @@ def test_reading_a_value_while_recording_names_the_line(read) -> None:
 def test_numpy_reading_a_recorded_array_is_a_read_too(read) -> None:
     """numpy asks an object it converts for ``__array_interface__`` before ``__array__``: a tracer
     that answered it with its real array's would let numpy read the values unseen, frozen into the
-    program (the second call below gave 6 where eager gives 12). Text made of the values (bytes, a
-    printout) would be frozen the same way."""
+    program (a replay of ``x * float(np.sum(np.asarray(x.data)))`` gave 6 where eager gives 12).
+    Text made of the values (bytes, a printout) would be frozen the same way."""
     dev = tk.Cpu()
 
     def f(x):
@@ -597,7 +597,7 @@ def test_a_recording_is_let_go_when_its_call_returns_without_the_cyclic_collecto
 
     monkeypatch.setattr(recorder.Recorder, "__init__", init)
     dev = tk.Cpu()
-    scale = np.full(3, 0.5, dtype=np.float32)  # a constant: the recorder keeps a tracer for it
+    scale = np.full(3, 0.5, dtype=np.float32)  # a constant: the recorder keeps a copy of it in a slot
     step = tk.compile(lambda x, w: ((x.trace(tk.OwnedTape(leaves=[x, w])) * w * scale).tanh()).sum().backward()[w])
     collecting = gc.isenabled()
     gc.disable()

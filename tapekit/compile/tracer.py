@@ -37,14 +37,6 @@ class Tracer:
     itemsize = property(operator.attrgetter("a.itemsize"))
     device = property(operator.attrgetter("a.device"))
 
-    @property
-    def T(self) -> Any:
-        return self.rec.call("getattr", "T", operator.attrgetter("T"), (self,), {})
-
-    @property
-    def mT(self) -> Any:
-        return self.rec.call("getattr", "mT", operator.attrgetter("mT"), (self,), {})
-
     def __len__(self) -> int:
         return len(self.a)
 
