@@ -5,6 +5,7 @@ while recording; Dropout draws afresh; an optimizer's update lands in the model.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import gc
 import importlib.util
 import re
@@ -444,6 +445,40 @@ def test_numpy_reading_a_recorded_array_is_a_read_too(read) -> None:
     step = tk.compile(f)
     with pytest.raises(tk.CompileError, match=r"test_compile\.py:\d+"):
         step(dev.ones(3))
+
+
+@pytest.mark.parametrize("read", ["flat", "data", "ctypes"])
+def test_an_attribute_that_hands_out_the_values_is_a_read(read) -> None:
+    """``x.data.flat`` (an iterator over the values), ``x.data.data`` (a memoryview of them) and
+    ``x.data.ctypes`` (a pointer to them) are neither arrays nor facts about the array: handed to
+    the function as they were, the recording's values would be frozen into the program (a replay of
+    ``x * sum(x.data.flat)`` gave 6 where eager gives 12)."""
+    dev = tk.Cpu()
+
+    def f(x):
+        if read == "flat":
+            return x * float(sum(x.data.flat))
+        if read == "data":
+            return x * float(sum(x.data.data))
+        pointer = x.data.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
+        return x * float(np.ctypeslib.as_array(pointer, shape=x.shape).sum())
+
+    step = tk.compile(f)
+    with pytest.raises(tk.CompileError, match=r"test_compile\.py:\d+"):
+        step(dev.ones(3))
+
+
+def test_facts_about_a_recorded_array_are_not_reads() -> None:
+    """What an array says about itself without its values (its strides, flags, base) stays static."""
+    dev = tk.Cpu()
+
+    def f(x):
+        contiguous = x.data.flags["C_CONTIGUOUS"] and x.data.strides == (x.data.itemsize,)
+        return x * (2.0 if contiguous else 3.0)
+
+    step = tk.compile(f)
+    assert same(step(dev.ones(3)), dev.ones(3) * 2.0)
+    assert same(step(dev.ones(3) * 2.0), dev.ones(3) * 4.0)
 
 
 def test_a_read_in_a_notebook_cell_names_the_cells_line() -> None:

@@ -120,8 +120,9 @@ _operator_methods()
 
 class _Forwarded:
     """A public attribute of the recorded arrays' type, looked up on the real array: a method is
-    recorded as a call when called, an array (``x.real``) as a step, any other value (``x.strides``)
-    is static. Tracers get these one by one (``forward_attributes``), not through ``__getattr__``:
+    recorded as a call when called, an array (``x.real``) as a step, a fact about the array
+    (``x.strides``, ``x.flags``) is static, and anything else (``x.flat``, ``x.data``, ``x.ctypes``:
+    ways to the values) is a read. Tracers get these one by one (``forward_attributes``), not through ``__getattr__``:
     numpy asks what it converts for ``__array_interface__`` first, which ``__getattr__`` would have
     answered with the real array's, so that numpy read values unseen; and a class with
     ``__getattr__`` makes every attribute look-up on it slower (W4's first call: 4% of it)."""
@@ -140,7 +141,12 @@ class _Forwarded:
             return lambda *args, **kw: tracer.rec.call("method", name, _Method(name), (tracer,) + args, kw)
         if is_array(value):
             return tracer.rec.call("getattr", name, operator.attrgetter(name), (tracer,), {})
-        return value
+        if isinstance(value, _FACTS):
+            return value
+        return tracer.rec.read(tracer, f".{name}", lambda a: value)
+
+
+_FACTS = (int, str, tuple, type(None), np.dtype, type(np.empty(0).flags))  # what an array says without its values
 
 
 _FORWARDED: set[type] = set()  # the array types whose attributes tracers have
