@@ -468,6 +468,43 @@ def test_an_attribute_that_hands_out_the_values_is_a_read(read) -> None:
         step(dev.ones(3))
 
 
+def test_a_call_that_returns_a_named_tuple_of_arrays_records_each() -> None:
+    """numpy's linear algebra hands back named tuples (``slogdet``'s sign and logabsdet): recorded,
+    each array is a step of its own, and the function gets the named tuple it would get eagerly."""
+    dev = tk.Cpu(default_dtype="float64")
+
+    def f(x):
+        found = np.linalg.slogdet(x.data)
+        return x * dev.tensor(found.logabsdet) + dev.tensor(found.sign)
+
+    step = tk.compile(f)
+    for scale in (2.0, 3.0):
+        x = dev.tensor(np.eye(2) * scale)
+        assert same(step(x), f(x))
+
+
+def test_a_function_numpy_dispatches_is_called_where_it_lives() -> None:
+    """A function that takes part in numpy's dispatch is written as numpy's path to it
+    (``np.linalg.slogdet``, not ``np.slogdet``), and one numpy does not hold (another library's)
+    as a global of the program."""
+    from numpy._core.overrides import array_function_dispatch
+
+    @array_function_dispatch(lambda a: (a,), module="otherlib")
+    def double(a):
+        return np.asarray(a) * 2
+
+    dev = tk.Cpu(default_dtype="float64")
+
+    def f(x):
+        return dev.tensor(double(x.data)) * dev.tensor(np.linalg.det(x.data))
+
+    step = tk.compile(f)
+    for scale in (2.0, 3.0):
+        x = dev.tensor(np.eye(2) * scale)
+        assert same(step(x), f(x))
+    assert "np.linalg.det(x)" in step.source and re.search(r"= double\d+\(x\)", step.source)
+
+
 def test_facts_about_a_recorded_array_are_not_reads() -> None:
     """What an array says about itself without its values (its strides, flags, base) stays static."""
     dev = tk.Cpu()

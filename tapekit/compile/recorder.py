@@ -189,7 +189,8 @@ class Recorder:
                 whole = self.slot(res, "step")
                 step.out = whole.slot
                 self.steps.append(step)
-                return type(res)(self.call("getitem", "", operator.getitem, (whole, i), {}) for i in range(len(res)))
+                items = [self.call("getitem", "", operator.getitem, (whole, i), {}) for i in range(len(res))]
+                return type(res)(*items) if hasattr(res, "_fields") else type(res)(items)  # a named tuple: slogdet's
             elif traced and isinstance(res, (str, bytes)):  # text made of the values (x.tobytes(), a printout)
                 return self.read(traced[0], f".{step.head}()" if step.kind == "method" else f"{step.head}()",
                                  lambda a: res)

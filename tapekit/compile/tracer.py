@@ -6,6 +6,7 @@ recorder, which computes the result on the real arrays and notes one step. Readi
 
 from __future__ import annotations
 
+import functools
 import operator
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
@@ -82,7 +83,21 @@ class Tracer:
         return self.rec.call("call", head, getattr(ufunc, method), inputs, kwargs)
 
     def __array_function__(self, func: Any, types_: Any, args: Any, kwargs: Any) -> Any:
-        return self.rec.call("call", f"np.{func.__name__}", func, args, kwargs)
+        return self.rec.call("call", numpy_path(func) or self.rec.bind(func, func.__name__), func, args, kwargs)
+
+
+@functools.cache
+def numpy_path(func: Callable) -> str | None:
+    """Where numpy keeps ``func``, as a program writes it (``np.sum``, ``np.linalg.slogdet``), or
+    None for a function numpy does not hold where its module says."""
+    module = getattr(func, "__module__", None) or ""
+    if module != "numpy" and not module.startswith("numpy."):
+        return None
+    path = [*module.split(".")[1:], func.__name__]
+    found: Any = np
+    for name in path:
+        found = getattr(found, name, None)
+    return ".".join(["np", *path]) if found is func else None
 
 
 _BINARY = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%", "pow": "**",
