@@ -17,6 +17,7 @@ import numpy as np
 from .errors import NonFiniteError
 from .ids import label
 from .callsite import code_at, place
+from .reads import only_checks
 
 on = False  # read by emit and backward: True while any thread is inside a block
 _depth = 0
@@ -63,6 +64,7 @@ def user_line() -> str:
     return place(frame) + (f" ({code})" if code else "")
 
 
+@only_checks
 def check_output(name: str, out: Any, inputs: Sequence[Any], device: Any) -> None:
     """``NonFiniteError`` if op ``name`` gave NaN or infinity from finite operands' values."""
     values = device.to_numpy(out)
@@ -78,6 +80,7 @@ def remember(rec: Any) -> None:
     _where[rec.id] = user_line()
 
 
+@only_checks
 def check_rule(rec: Any, tid: int, grad: Any, g: Any, device: Any) -> None:
     """``NonFiniteError`` if the rule of ``rec`` for operand ``tid`` made NaN or infinity."""
     values = device.to_numpy(grad)

@@ -505,6 +505,34 @@ def test_a_function_numpy_dispatches_is_called_where_it_lives() -> None:
     assert "np.linalg.det(x)" in step.source and re.search(r"= double\d+\(x\)", step.source)
 
 
+@pytest.mark.parametrize("key", ["index", "mask", "mask made in the step", "take_along_axis", "repeat counts"])
+def test_an_op_that_computes_with_a_tensors_values_is_refused(key) -> None:
+    """Indexing finds the positions an index tensor or a mask picks on the host: recorded, they
+    were frozen at the first call's values (``x[i]`` replayed with another ``i`` gave 2 where eager
+    gives 5). Such a read is refused, naming the line; a read that only checks (labels in range)
+    is let through (``test_tapekits_own_checks_may_read_values``)."""
+    dev = tk.Cpu(default_dtype="float64")
+    calls = {"index": lambda x, i: x[i], "mask": lambda x, i: x[i > 0], "mask made in the step": lambda x, i: x[x > 1.5],
+             "take_along_axis": lambda x, i: tk.take_along_axis(x, i, 0), "repeat counts": lambda x, i: tk.repeat(x, i, 0)}
+    call = calls[key]
+    step = tk.compile(lambda x, i: call(x, i).sum())
+    with pytest.raises(tk.CompileError, match=r"reads the values of a tensor .*test_compile\.py:\d+"):
+        step(dev.tensor([1.0, 2.0, 3.0]), dev.tensor(np.array([0, 0, 1])))
+
+
+def test_an_array_argument_is_kept_while_its_program_is() -> None:
+    """A numpy array argument is a constant of its program, keyed by identity: the program keeps
+    it alive, so an array made later cannot take its id (and the program, with the first array's
+    values frozen in it, replayed for the second gave 2 where eager gives 5)."""
+    dev = tk.Cpu(default_dtype="float64")
+    f = lambda x, i: x[i].sum()  # noqa: E731
+    step = tk.compile(f)
+    x = dev.tensor([1.0, 2.0, 3.0])
+    first = step(x, np.array([0, 0]))
+    second = step(x, np.array([2, 1]))  # freed, the first array's memory is the likeliest place for this one
+    assert float(first) == 2.0 and float(second) == 5.0
+
+
 def test_facts_about_a_recorded_array_are_not_reads() -> None:
     """What an array says about itself without its values (its strides, flags, base) stays static."""
     dev = tk.Cpu()
@@ -525,6 +553,21 @@ def test_a_read_in_a_notebook_cell_names_the_cells_line() -> None:
     with pytest.raises(tk.CompileError, match=r"records f\(\) at line 2 of a notebook cell\. ") as err:
         tk.compile(scope["f"])(tk.Cpu().ones((3,)))
     assert "ipykernel" not in str(err.value)
+
+
+@pytest.mark.parametrize("loss", ["nll_loss", "cross_entropy"])
+def test_labels_passed_as_a_tensor_are_read_afresh_by_each_replay(loss) -> None:
+    """Integer labels become a one-hot mask on the device; ``nll_loss`` handed it to ``tk.where``,
+    which took it to the host as data: the recorded program kept the first call's labels (a replay
+    with labels [1, 1] gave the loss of [0, 2], 1.4067 where eager gives 0.8574)."""
+    dev = tk.Cpu(default_dtype="float64")
+    f = getattr(tk, loss)
+    step = tk.compile(f)
+    x = dev.tensor(np.log([[0.2, 0.3, 0.5], [0.1, 0.6, 0.3]]))
+    for labels in ([0, 2], [1, 1], [2, 0]):
+        target = dev.tensor(np.array(labels))
+        assert same(step(x, target), f(x, target))
+    assert len(step.history) == 1
 
 
 def test_tapekits_own_checks_may_read_values() -> None:

@@ -79,6 +79,7 @@ class Inputs:
         self._places: dict[int, tuple] = {}  # id of a device -> its place
         self._objects: set[int] = set()
         self.param_names: dict[int, str] = {}
+        self.held: list[Any] = []  # what the key names by id: its program keeps them, so no other takes their ids
         for path, value in reach.arguments(args, kwargs):
             self._walk_arg(path, value)
         for name, obj in reach.captured():
@@ -139,6 +140,7 @@ class Inputs:
             self._gradients(in_words(what), value)
         else:
             self.key.append((what, type(value).__name__, id(value)))
+            self.held.append(value)
 
     def _gradients(self, what: str, g: Gradients) -> None:
         """Gradient buffers made outside the step (``model.alloc_grads()``): each entry is an input,
@@ -164,6 +166,7 @@ class Inputs:
             self.key.append((name, type(obj).__name__, obj))
         elif is_array(obj):  # a constant of the program, copied as recorded: another array records again
             self.key.append((name, "array at", id(obj)))
+            self.held.append(obj)
         elif isinstance(obj, Gradients):
             self._gradients(name, obj)
         elif isinstance(obj, (Module, Optimizer, Device)):

@@ -36,6 +36,7 @@ class Program:
         self.calls = 0
         self.takes: list[int] = []
         self.grads: list = []
+        self.held: list = []  # the objects its key names by id (an array argument), alive while it is
 
     @property
     def source(self) -> str:
@@ -100,6 +101,7 @@ class Compiled:
                           (renumber(template, slot_of), [t.id for t in inputs.arg_tensors]), warned,
                           time.perf_counter() - start)
         program.takes = [i for i, a in enumerate(inputs.alias) if a == i]
+        program.held = inputs.held
         program.grads = [(entries, [slot_of[s] for s in slots], meta) for entries, slots, meta in grads_after]
         self.programs[inputs.frozen] = program
         self.history.append(program)

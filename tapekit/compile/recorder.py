@@ -10,13 +10,14 @@ from __future__ import annotations
 import numbers
 import operator
 import sys
-import threading
+from threading import get_ident
 import types
 from typing import Any, Callable, Iterator
 
 import numpy as np
 
 from ..callsite import code_at, place
+from ..reads import CHECKS
 from ..tensor import Tensor
 from .errors import CompileError
 from .tracer import Tracer, forward_attributes, is_array, nested
@@ -68,11 +69,7 @@ class Recorder:
         self.bound: dict[int, str] = {}  # id of an object the program refers to -> its global name
         self.grad_of: dict[int, int] = {}  # slot of a gradient a backward returned -> its tensor id
         self.info: dict[int, tuple] = {}  # slot -> (record id, op name, input ids, output id)
-        self.thread = threading.get_ident()  # the thread that records: calls from others pass through
-
-    def mine(self) -> bool:
-        """Whether the running thread is the one recording."""
-        return threading.get_ident() == self.thread
+        self.thread = get_ident()  # the thread that records: calls from others (get_ident() != thread) pass through
 
     def slot(self, value: Any, kind: str) -> Tracer:
         if type(value) is not np.ndarray and is_array(value):  # a CuPy or array-API array: its methods, for the tracer
@@ -152,7 +149,7 @@ class Recorder:
 
     def call(self, kind: str, head: str, fn: Callable, args: tuple, kwargs: dict) -> Any:
         """Compute ``fn(*args, **kwargs)`` on the real arrays and note it as a step."""
-        if self.depth or not self.mine():
+        if self.depth or get_ident() != self.thread:
             return fn(*_unwrap(args), **_unwrap(kwargs))
         traced: list[Tracer] = []
         refs: list[int] = []
@@ -202,25 +199,37 @@ class Recorder:
         return out
 
     def read(self, tracer: Tracer, how: str, read: Callable) -> Any:
-        """A value read while recording: tapekit's own checks get the value (fixed in the program);
-        the function being compiled gets a ``CompileError`` naming its line."""
-        frame, entry = sys._getframe(1), None
-        while frame is not None and frame.f_globals.get("__name__", "").startswith("tapekit.compile."):
-            frame = frame.f_back  # the tracer's and the recorder's own frames
-        while frame is not None and frame.f_globals.get("__name__", "").startswith("tapekit"):
-            entry, frame = frame, frame.f_back
-        if entry is not None and entry.f_code not in _USER_READS:
+        """A value read while recording: a check of tapekit's (``reads.only_checks``) gets the value
+        (it checks the first call's values); anything else, the function being compiled or an op
+        that would compute with the value, gets a ``CompileError`` naming the function's line."""
+        frame, entry, check = sys._getframe(1), None, False
+        while frame is not None and _module_of(frame).startswith(("tapekit.compile.", "numpy.")):
+            frame = frame.f_back  # the tracer's and the recorder's own frames, and numpy's that read
+        while frame is not None and _module_of(frame).startswith(("tapekit", "numpy.")):
+            if _module_of(frame).startswith("tapekit"):  # numpy's frames between tapekit's are neither
+                check = check or frame.f_code in CHECKS
+                entry = frame
+            frame = frame.f_back
+        if check:
             return read(tracer.a)
-        if entry is not None:
-            how = _READ_NAMES.get(entry.f_code.co_name, how)
         where = "" if frame is None else f" at {place(frame)}"
         line = "" if frame is None else code_at(frame)
+        at = f"while tk.compile records {self.fn_name}(){where}{f': `{line}`' if line else ''}"
+        frozen = "A compiled step is a fixed program of array calls"
+        if entry is not None and entry.f_code not in _USER_READS:  # an op that computes with what it reads
+            op = _OP_NAMES.get(entry.f_code.co_name, f"{entry.f_code.co_name}()")
+            raise CompileError(
+                f"{op} reads the values of a tensor {at}. It computes with them (the positions an index or a mask "
+                f"picks, a count), and {frozen[0].lower()}{frozen[1:]}: they would be frozen at the first call's "
+                f"values. Give it a numpy array or a list instead (a constant of the program, which another array "
+                f"records anew), or make the call outside {self.fn_name}.")
+        if entry is not None:
+            how = _READ_NAMES.get(entry.f_code.co_name, how)
         raise CompileError(
-            f"{how} reads a value of an array while tk.compile records {self.fn_name}(){where}"
-            f"{f': `{line}`' if line else ''}. A compiled step is a fixed program of array calls, so Python "
-            f"inside it cannot see values: a read would be frozen at the first call's value. Move the read out "
-            f"of {self.fn_name}: return the tensor and read it after the call (loss = step(x); "
-            f"print(float(loss))), or compute a branch on values with tk.where(cond, a, b).")
+            f"{how} reads a value of an array {at}. {frozen}, so Python inside it cannot see values: a read would "
+            f"be frozen at the first call's value. Move the read out of {self.fn_name}: return the tensor and read "
+            f"it after the call (loss = step(x); print(float(loss))), or compute a branch on values with "
+            f"tk.where(cond, a, b).")
 
 
 _NO_KWARGS = types.MappingProxyType({})  # the keyword arguments of most steps, one for all (a dict a step: 64 bytes)
@@ -232,8 +241,15 @@ _READ_NAMES = {"__bool__": "bool() of a tensor (an `if` or `while` on it)", "__f
                "__repr__": "printing a tensor"}
 
 
+_OP_NAMES = {"__getitem__": "t[key] with a tensor in the key", "__setitem__": "t[key] = value with a tensor in the key"}
+
+
 _USER_READS = {getattr(Tensor, name).__code__ for name in ("item", "tolist", "numpy", "__float__", "__bool__",
                                                            "__array__", "__repr__")}
+
+
+def _module_of(frame: types.FrameType) -> str:
+    return frame.f_globals.get("__name__", "")
 
 
 def _copy(value: Any) -> Any:

@@ -12,6 +12,7 @@ import numbers
 
 from ..devices import is_integer
 from ..errors import DTypeError, InvalidArgumentError
+from ..reads import only_checks
 from .core import ELEMENTWISE, unary, where_false, where_true, zero
 
 __all__ = ["neg", "power", "square", "abs", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt",
@@ -35,6 +36,7 @@ def d_power(g, xp, x, p):
     return xp.where(p == 0, xp.zeros_like(g), g * q * x ** (q - 1))
 
 
+@only_checks
 def refuse_negative_integer_power(xp, x, p) -> None:
     """``DTypeError`` for integers to a negative integer power, which are not integers (numpy and
     PyTorch refuse them too)."""

@@ -15,6 +15,7 @@ from ..devices import dtype_name
 from ..errors import (AxisError, DeviceMismatchError, DTypeError, IndexingError, InvalidArgumentError, OperandError,
                       ShapeError)
 from ..ids import label
+from ..reads import only_checks
 from ..tensor import Tensor
 from .core import (ELEMENTWISE, LINEAR, broadcast_shape, check_devices, emit, linear, normalize_axes, same, unary,
                    where_false, where_true)
@@ -513,9 +514,12 @@ def _ints(value: Any, op: str, what: str) -> tuple[int, ...]:
 
 
 def device_array(key: Any, device: Any, what: str) -> Any:
-    """``key`` (a tensor, array or list) as an array on ``device``; a tensor already there is used
-    as is, with no trip through the host."""
+    """``key`` (a tensor, array or list) as an array on ``device``; a tensor already there, or an
+    array of the device's own (a mask an op made), is used as is, with no trip through the host
+    (which would read its values: ``tk.compile`` would freeze them)."""
     if not isinstance(key, Tensor):
+        if hasattr(key, "shape") and hasattr(key, "dtype") and not isinstance(key, (np.ndarray, np.generic)):
+            return key
         return device.from_numpy(np.asarray(key))
     if key.device is not device and key.device.place != device.place:
         raise DeviceMismatchError(f"{what} is on {key.device!r} but the tensor it goes with is on {device!r}; "
@@ -523,9 +527,10 @@ def device_array(key: Any, device: Any, what: str) -> Any:
     return key.data
 
 
+@only_checks
 def value_range(index: Any, device: Any) -> tuple[int, int]:
     """The smallest and largest value of an integer array (two scalars read from the device);
-    ``(0, -1)`` when it is empty."""
+    ``(0, -1)`` when it is empty. For checks only (labels in range)."""
     if not index.size:
         return 0, -1
     xp = device.xp
