@@ -165,7 +165,8 @@ def _recording_emit(real: Callable, rec: Recorder) -> Callable:
         if get_ident() != rec.thread:
             return result
         r = result._record
-        info = (None if r is None else r.id, name, tuple([getattr(t, "id", None) for t in inputs]), result.id)
+        ids = tuple([getattr(t, "id", None) for t in inputs]) if r is None else r.inputs  # a record has them
+        info = (None if r is None else r.id, name, ids, result.id)
         _group_op(rec, ("op", info), out, saved)
         if type(result.data) is Tracer:
             rec.info.setdefault(result.data.slot, info)
