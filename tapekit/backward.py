@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from . import anomaly
-from .devices import is_floating
+from .devices import device_array_as_is, is_floating
 from .errors import (BackwardError, DeviceMismatchError, DTypeError, IncompleteTapeWarning, NonFiniteError, ShapeError,
                      TapeConsumedError)
 from .gradients import Gradients, united_leaves, updatable
@@ -378,6 +378,8 @@ def _seed(out: Any, seed: Any) -> Any:
             raise DeviceMismatchError(f"the seed for {out.label} is on {seed.device!r} but the output is on "
                                       f"{out.device!r}; make the seed on the output's device (seed.to(device))")
         data = seed.data
+    elif device_array_as_is(seed):
+        data = seed
     else:
         try:
             data = out.device.from_numpy(np.asarray(seed, dtype=np.float64))

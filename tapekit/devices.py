@@ -72,6 +72,12 @@ def _size_bytes(array: Any) -> int:
     return int(array.size) * _itemsize(array.dtype)
 
 
+def device_array_as_is(value: Any) -> bool:
+    """Whether ``value`` is an array that is not numpy's (a CuPy or array-API array, or one that
+    ``tk.compile`` records), to be used as it is: through numpy it would be read on the host."""
+    return hasattr(value, "shape") and hasattr(value, "dtype") and not isinstance(value, (np.ndarray, np.generic))
+
+
 def array_nbytes(value: Any) -> int | None:
     """Bytes of ``value`` when it is an array of any namespace, else ``None``."""
     if not isinstance(getattr(value, "shape", None), tuple) or not hasattr(value, "dtype"):

@@ -570,6 +570,53 @@ def test_labels_passed_as_a_tensor_are_read_afresh_by_each_replay(loss) -> None:
     assert len(step.history) == 1
 
 
+@pytest.mark.parametrize("kind", ["tensor", "numpy"])
+def test_an_embeddings_indices_are_read_afresh_by_each_replay(kind) -> None:
+    """``nn.Embedding`` finds its rows' positions on the device from the indices, so a compiled
+    step reads new indices on each call (they were taken to the host and frozen: with the op that
+    now refuses such a read, no index of any kind compiled)."""
+    dev = tk.Cpu(seed=0, default_dtype="float64")
+    emb = tk.nn.Embedding(5, 2, device=dev, dtype="float64")
+
+    def f(idx):
+        out = emb.trace(tk.UnionTape())(idx)
+        return out, (out * out).sum().backward()[emb.weight]
+
+    step = tk.compile(f)
+    for idx in ([0, 3], [4, 4], [2, 1]):
+        idx = dev.tensor(np.array(idx)) if kind == "tensor" else np.array(idx)
+        (out_c, grad_c), (out_e, grad_e) = step(idx), f(idx)
+        assert same(out_c, out_e) and np.array_equal(grad_c, grad_e)
+
+
+def test_a_seed_given_as_a_recorded_array_is_used_as_it_is() -> None:
+    """``backward(seed=w.data)``: the seed is an array of the device, not data to read on the host
+    (which raised a CompileError that told the user to pass a numpy array)."""
+    dev = tk.Cpu(default_dtype="float64")
+
+    def f(x, w):
+        return (x.trace(tk.ArcTape(leaves=[x])) * 2.0).backward(seed=w.data)[x]
+
+    step = tk.compile(f)
+    x = dev.tensor([0.0, 0.0])
+    for w in ([1.0, 3.0], [2.0, -1.0]):
+        assert np.array_equal(step(x, dev.tensor(w)), f(x, dev.tensor(w)))
+
+
+def test_a_float_argument_is_keyed_by_its_text() -> None:
+    """0.0 and -0.0 are equal numbers that compute differently: each records its own program (the
+    one for 0.0 was replayed for -0.0: inf where eager gives -inf); NaN, equal to nothing,
+    replays its own instead of recording again."""
+    dev = tk.Cpu(default_dtype="float64")
+    f = lambda x, c: 1.0 / (x * c)  # noqa: E731
+    step = tk.compile(f)
+    x = dev.tensor([1.0, 2.0])
+    for c in (0.0, -0.0, 0.0, float("nan"), float("nan")):
+        assert same(step(x, c), f(x, c))
+    assert len(step.history) == 3
+    assert "argument c changed: float 0.0 -> float -0.0" in repr(step)
+
+
 def test_tapekits_own_checks_may_read_values() -> None:
     dev = tk.Cpu()
     step = tk.compile(lambda x, y: tk.cross_entropy(x, y))  # checks the label range: a read, allowed

@@ -135,7 +135,7 @@ class Inputs:
         elif isinstance(value, (Module, Optimizer, Device)):
             self._object(in_words(what), value)
         elif isinstance(value, _PLAIN):
-            self.key.append((what, type(value).__name__, value))
+            self.key.append((what, *_plain_key(value)))
         elif isinstance(value, Gradients):
             self._gradients(in_words(what), value)
         else:
@@ -163,7 +163,7 @@ class Inputs:
         program holds as a constant, so a new value records a new program, as an argument's does;
         or an array, also a constant: binding the name to another array records again."""
         if isinstance(obj, _PLAIN):
-            self.key.append((name, type(obj).__name__, obj))
+            self.key.append((name, *_plain_key(obj)))
         elif is_array(obj):  # a constant of the program, copied as recorded: another array records again
             self.key.append((name, "array at", id(obj)))
             self.held.append(obj)
@@ -205,6 +205,19 @@ class Inputs:
 
 _FOUND = (Tensor, Module, Optimizer, Gradients, Device)
 _PLAIN = (numbers.Number, str, bytes, type(None))  # values a program holds as constants: keyed by value
+
+
+def _plain_key(value: Any) -> tuple:
+    """A plain value in a call's key: its type and value; a float by its text, since 0.0 and -0.0
+    are equal numbers that compute differently (1 / x), and NaN equals nothing."""
+    return type(value).__name__, _Text(repr(value)) if isinstance(value, float) else value
+
+
+class _Text(str):
+    """A float's text in a key, shown as the number it is (``-0.0``, not ``'-0.0'``)."""
+
+    def __repr__(self) -> str:
+        return str(self)
 
 
 def _settings(obj: Any) -> tuple:

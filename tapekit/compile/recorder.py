@@ -217,7 +217,7 @@ class Recorder:
         at = f"while tk.compile records {self.fn_name}(){where}{f': `{line}`' if line else ''}"
         frozen = "A compiled step is a fixed program of array calls"
         if entry is not None and entry.f_code not in _USER_READS:  # an op that computes with what it reads
-            op = _OP_NAMES.get(entry.f_code.co_name, f"{entry.f_code.co_name}()")
+            op = _op_name(entry)
             raise CompileError(
                 f"{op} reads the values of a tensor {at}. It computes with them (the positions an index or a mask "
                 f"picks, a count), and {frozen[0].lower()}{frozen[1:]}: they would be frozen at the first call's "
@@ -246,6 +246,15 @@ _OP_NAMES = {"__getitem__": "t[key] with a tensor in the key", "__setitem__": "t
 
 _USER_READS = {getattr(Tensor, name).__code__ for name in ("item", "tolist", "numpy", "__float__", "__bool__",
                                                            "__array__", "__repr__")}
+
+
+def _op_name(frame: types.FrameType) -> str:
+    """What the user called, as a read's message names it: ``t[key] with a tensor in the key``,
+    ``Embedding(...)`` (a module called), ``take_along_axis()``."""
+    name = frame.f_code.co_name
+    if name == "__call__" and "self" in frame.f_locals:
+        return f"{type(frame.f_locals['self']).__name__}(...)"
+    return _OP_NAMES.get(name, f"{name}()")
 
 
 def _module_of(frame: types.FrameType) -> str:

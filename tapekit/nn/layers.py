@@ -14,7 +14,7 @@ import numpy as np
 from ..devices import Device, dtype_name, is_integer
 from ..errors import DTypeError, IndexingError, InvalidArgumentError, checked_number
 from ..ops.core import emit, same
-from ..ops.shape import device_array, value_range
+from ..ops.shape import device_array, take_flat, value_range
 from ..tensor import Tensor
 from .module import Module, branch, device_or_default
 
@@ -69,9 +69,10 @@ class Embedding(Module):
             rows = self.num_embeddings
             raise IndexingError(f"Embedding: indices range from {low} to {high}, but it has {rows} rows (valid: 0 to "
                                 f"{rows - 1}); a negative index does not count from the end here")
-        flat = Tensor(self.weight.device.xp.reshape(index, (-1,)), self.weight.device)
-        rows = self.weight[flat]
-        return rows if index.ndim == 1 else rows.reshape(*index.shape, self.dim)
+        device = self.weight.device
+        xp = device.xp  # each picked row's positions in the weight flattened, made on the device (never read)
+        flat = xp.reshape(xp.reshape(index, (-1, 1)) * self.dim + xp.arange(self.dim, **device._placement()), (-1,))
+        return take_flat(self.weight, flat, (*index.shape, self.dim))
 
     def extra_repr(self) -> str:
         return f"num_embeddings={self.num_embeddings}, dim={self.dim}"

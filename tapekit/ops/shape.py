@@ -11,7 +11,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ..devices import dtype_name
+from ..devices import device_array_as_is, dtype_name
 from ..errors import (AxisError, DeviceMismatchError, DTypeError, IndexingError, InvalidArgumentError, OperandError,
                       ShapeError)
 from ..ids import label
@@ -269,7 +269,9 @@ def getitem(t: Tensor, key: Any) -> Tensor:
         raise IndexingError(f"t[{asked!r}] is not a valid index for shape {t.shape}: {err}. Use ints, slices, None, "
                             f"..., integer arrays (lists, arrays, integer tensors) or boolean masks, alone or in a "
                             f"tuple, as in numpy.") from None
-    return _view(t, _spelled_out(key, t.shape)) if basic else _take(t, found)
+    if basic:
+        return _view(t, _spelled_out(key, t.shape))
+    return take_flat(t, t.device.from_numpy(found.reshape(-1)), found.shape)
 
 
 def take_along_axis(t: Tensor, indices: Any, axis: int | None = -1) -> Tensor:
@@ -362,12 +364,14 @@ def _positions(shape: tuple[int, ...], key: tuple) -> np.ndarray:
     return flat
 
 
-def _take(t: Tensor, positions: np.ndarray) -> Tensor:
-    """The values of ``t`` at flat ``positions``, in the positions' shape."""
+def take_flat(t: Tensor, flat: Any, shape: tuple[int, ...]) -> Tensor:
+    """The values of ``t`` at the flat positions ``flat`` (an integer array on ``t``'s device), in
+    ``shape``: a positions' array made on the device is never read on the host, so ``tk.compile``
+    records how it is made (``nn.Embedding``'s rows)."""
     device, xp = t.device, t.device.xp
-    flat = device.from_numpy(positions.reshape(-1))
+
     def taken(values: Any, *saved: Any) -> Any:
-        return xp.reshape(xp.take(xp.reshape(values, (-1,)), flat), positions.shape)
+        return xp.reshape(xp.take(xp.reshape(values, (-1,)), flat), shape)
 
     return emit("index", taken(t.data), (t,), (_add_at,), (device, t.shape, flat), device,
                 lambda tangents, *_: taken(tangents[0]))
@@ -518,7 +522,7 @@ def device_array(key: Any, device: Any, what: str) -> Any:
     array of the device's own (a mask an op made), is used as is, with no trip through the host
     (which would read its values: ``tk.compile`` would freeze them)."""
     if not isinstance(key, Tensor):
-        if hasattr(key, "shape") and hasattr(key, "dtype") and not isinstance(key, (np.ndarray, np.generic)):
+        if device_array_as_is(key):
             return key
         return device.from_numpy(np.asarray(key))
     if key.device is not device and key.device.place != device.place:
