@@ -7,6 +7,7 @@ which cells hold the same array)."""
 
 from __future__ import annotations
 
+import functools
 import inspect
 import numbers
 import types
@@ -232,11 +233,12 @@ def _modules_of(module: Module) -> Iterator[Module]:
 
 class Reach:
     """What a step function reaches, found once for every call of it: its signature, which binds
-    each call's arguments to their names, the closure cells and global names its code reads (its
-    nested functions' too), and ``self`` of a bound method. Each call reads their current values.
-    Found once, not per call, and positional arguments bound by hand (``_by_position``), finding
-    the inputs of W1's step (2 tensors) takes 15 us a call, not 61 (measured): a fused W1 call
-    took about 200 us."""
+    each call's arguments to their names; its default arguments and those a ``functools.partial``
+    binds; the closure cells and global names its code reads (its nested functions' too), and
+    those of the functions it names in turn (a loss function it calls, defined elsewhere); and
+    ``self`` of a bound method. Each call reads their current values. Found once, not per call,
+    and positional arguments bound by hand (``_by_position``), finding the inputs of W1's step (2
+    tensors) takes 15 us a call, not 61 (measured): a fused W1 call took about 200 us."""
 
     def __init__(self, fn: Callable) -> None:
         try:
@@ -248,12 +250,32 @@ class Reach:
         self.rest = next((p.name for p in params if p.kind is p.VAR_POSITIONAL), None)
         self.plain = self.signature is not None and not any(
             p.kind is p.KEYWORD_ONLY and p.default is p.empty for p in params)
+        self.bound: list[tuple[str, Any]] = [(f"default of {p.name}", p.default) for p in params
+                                             if p.default is not p.empty]
+        while isinstance(fn, functools.partial):  # what it binds, then the function it calls
+            self.bound += [(f"bound argument {i}", v) for i, v in enumerate(fn.args)] + list(fn.keywords.items())
+            fn = fn.func
         self.owner = getattr(fn, "__self__", None)
-        fn = getattr(fn, "__func__", fn)
+        self.closure: list[tuple[str, Any]] = []  # (name, cell)
+        self.globals: list[tuple[dict, list[str]]] = []  # (a function's globals, the names it reads)
+        self._follow(getattr(fn, "__func__", fn), set(), 0)
+
+    def _follow(self, fn: Any, seen: set, depth: int) -> None:
+        """Note what ``fn`` reads by name, and follow the functions among it (not tapekit's own)."""
         code = getattr(fn, "__code__", None)
-        self.closure = [] if code is None else list(zip(code.co_freevars, fn.__closure__ or ()))
-        self.names = [] if code is None else list(dict.fromkeys(_names(code)))
-        self.space = {} if code is None else fn.__globals__
+        if code is None or id(fn) in seen:
+            return
+        seen.add(id(fn))
+        cells = list(zip(code.co_freevars, fn.__closure__ or ()))
+        names = list(dict.fromkeys(_names(code)))
+        self.closure += cells
+        self.globals.append((fn.__globals__, names))
+        if depth == _FOLLOWED:
+            return
+        values = [_contents(cell) for _, cell in cells] + [fn.__globals__.get(name) for name in names]
+        for value in values:
+            if isinstance(value, types.FunctionType) and not value.__module__.startswith(("tapekit", "numpy")):
+                self._follow(value, seen, depth + 1)
 
     def arguments(self, args: tuple, kwargs: dict) -> list[tuple[tuple, Any]]:
         """The call's arguments by name (by position and keyword where they do not bind)."""
@@ -280,8 +302,9 @@ class Reach:
         return named
 
     def captured(self) -> Iterator[tuple[str, Any]]:
-        """The objects the function can reach without arguments, as they are now: ``self`` and its
-        attributes, its closure, the globals it names."""
+        """The objects the function can reach without arguments, as they are now: its defaults and
+        a partial's arguments, ``self`` and its attributes, its closure, the globals it names."""
+        yield from self.bound
         owner = self.owner
         if owner is not None:
             yield "self", owner
@@ -292,10 +315,20 @@ class Reach:
                 yield name, cell.cell_contents
             except ValueError:
                 pass
-        space = self.space
-        for name in self.names:
-            if name in space:
-                yield name, space[name]
+        for space, names in self.globals:
+            for name in names:
+                if name in space:
+                    yield name, space[name]
+
+
+_FOLLOWED = 3  # how deep Reach follows the functions a step names (a step -> its loss -> a helper)
+
+
+def _contents(cell: Any) -> Any:
+    try:
+        return cell.cell_contents
+    except ValueError:  # a closure variable not bound yet
+        return None
 
 
 def _names(code: types.CodeType) -> Iterator[str]:

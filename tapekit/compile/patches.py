@@ -25,6 +25,7 @@ from ..gradients import Gradients
 from ..nn.module import Module
 from ..optim import Optimizer
 from ..tensor import Tensor
+from .errors import CompileError
 from .inputs import Inputs
 from .recorder import Recorder
 from .tracer import Tracer, tracers_in
@@ -161,9 +162,12 @@ class Patches:
 def _recording_emit(real: Callable, rec: Recorder) -> Callable:
     def emit(name: str, out: Any, inputs: Any, rules: Any, saved: tuple, device: Any, jvp: Any = None,
              links: Any = None) -> Tensor:
-        result = real(name, out, inputs, rules, saved, device, jvp, links)
         if get_ident() != rec.thread:
-            return result
+            return real(name, out, inputs, rules, saved, device, jvp, links)
+        for t in inputs:
+            if type(t) is Tensor and type(t.data) is not Tracer and t.id < rec.first_id:
+                raise _not_an_input(rec, t, name)
+        result = real(name, out, inputs, rules, saved, device, jvp, links)
         r = result._record
         ids = tuple([getattr(t, "id", None) for t in inputs]) if r is None else r.inputs  # a record has them
         info = (None if r is None else r.id, name, ids, result.id)
@@ -176,6 +180,16 @@ def _recording_emit(real: Callable, rec: Recorder) -> Callable:
         return result
 
     return emit
+
+
+def _not_an_input(rec: Recorder, t: Tensor, op: str) -> CompileError:
+    """The error for an op on a tensor made before the call that is not among its inputs."""
+    fn = rec.fn_name
+    return CompileError(
+        f"{op}() uses {t.label}, a tensor made before this call of {fn} that tk.compile did not find among its "
+        f"inputs (the arguments and their defaults, the closure, the globals {fn} names, self's attributes, and "
+        f"the parameters of the models among them): its values would be a constant of the program, frozen at "
+        f"this call's. Pass {t.label} (or its model) to {fn} as an argument, or name it in {fn}'s own code.")
 
 
 def _group_op(rec: Recorder, group: tuple, out: Any, saved: tuple) -> None:
