@@ -673,6 +673,22 @@ def test_a_tensor_made_before_the_call_that_is_not_an_input_is_refused() -> None
         step(dev.tensor([[1.0, 2.0]]))
 
 
+@pytest.mark.parametrize("where", ["a traced argument", "an ambient GlobalTape"])
+def test_a_result_whose_record_is_still_on_a_tape_is_refused(where) -> None:
+    """A result for a backward after the call: its tape's records held tracers, and replays
+    returned tensors with no tape (a traced argument's replay raised 'carries no tape')."""
+    dev = tk.Cpu(default_dtype="float64")
+    w = dev.tensor([1.0, 2.0, 3.0])
+    step = tk.compile(lambda x: (x * w).sum())
+    x = dev.tensor([1.0, 1.0, 1.0])
+    with pytest.raises(tk.CompileError, match=r"returns t\d+, whose record is still on its tape"):
+        if where == "a traced argument":
+            step(x.trace(tk.UnionTape(leaves=[x])))
+        else:
+            with tk.GlobalTape():
+                step(x)
+
+
 def test_tapekits_own_checks_may_read_values() -> None:
     dev = tk.Cpu()
     step = tk.compile(lambda x, y: tk.cross_entropy(x, y))  # checks the label range: a read, allowed

@@ -9,11 +9,13 @@ from typing import Any, Callable
 
 from ..gradients import Gradients
 from ..tensor import Tensor
+from .errors import CompileError
 from .tracer import Tracer
 
 
-def result_template(value: Any, arg_tensors: list) -> tuple[Any, list[int]]:
-    """The structure of ``fn``'s result with its arrays as slots, and the slots it needs."""
+def result_template(value: Any, arg_tensors: list, fn_name: str) -> tuple[Any, list[int]]:
+    """The structure of ``fn``'s result with its arrays as slots, and the slots it needs. A tensor
+    whose record is still on a tape is refused: a replay makes no records to run a backward on."""
     outputs: list[int] = []
 
     def walk(v: Any) -> Any:
@@ -26,6 +28,12 @@ def result_template(value: Any, arg_tensors: list) -> tuple[Any, list[int]]:
             data = v.data
             if type(data) is not Tracer:
                 return ("value", v)
+            if v._record is not None and v._record.rules is not None:
+                raise CompileError(
+                    f"{fn_name} returns {v.label}, whose record is still on its tape, for a backward after the call; "
+                    f"but a replay of {fn_name} is array calls alone, and makes no records. Run the backward inside "
+                    f"{fn_name} and return the gradients (its tapes are then drained or consumed), or trace the "
+                    f"inputs inside {fn_name}, not before the call.")
             outputs.append(data.slot)
             return ("tensor", data.slot, v.id, v.device, v.name)
         if isinstance(v, Gradients):
