@@ -124,16 +124,23 @@ def label_all(tids: Iterable[int | None]) -> None:
 # -- tapes -------------------------------------------------------------------------------------
 def letter_number(birth: int) -> int:
     """The letter number of the tape born ``birth`` (0 for ``A``), handed out now if it has none."""
-    got = _letters.get(birth)
+    got = _known_letter(birth)
     if got is not None:
         return got
     run = _runs.of(birth, _runs.births, 0)
     if run is None:
         got = _letters[birth] = next(_letter_count)
     else:
-        got = _runs.letters.get(run)
-        if got is None:
-            got = _runs.letters[run] = next(_letter_count)
+        got = _runs.letters[run] = next(_letter_count)
+    return got
+
+
+def _known_letter(birth: int) -> int | None:
+    """The letter number the tape born ``birth`` has been handed, or None."""
+    got = _letters.get(birth)
+    if got is None:
+        run = _runs.of(birth, _runs.births, 0)
+        got = None if run is None else _runs.letters.get(run)
     return got
 
 
@@ -157,17 +164,33 @@ def letters(number: int) -> str:
 def tape_name(parts: Sequence[int]) -> str:
     """The name of the tape made of the tapes born ``parts``: ``A``, or for a union ``A∪B``
     (``A∪B∪C∪… 7 tapes`` when it has more than ``NAMED_PARTS + 1``)."""
-    shown = sorted(parts)[:NAMED_PARTS] if len(parts) > NAMED_PARTS + 1 else sorted(parts)
-    letter_all(shown)
+    shown = _shown(parts)
     text = "∪".join(letters(n) for n in sorted(map(letter_number, shown)))
     return text if len(shown) == len(parts) else f"{text}∪… {len(parts)} tapes"
 
 
 def tape_colour(parts: Sequence[int]) -> str:
     """The colour of the tape made of the tapes born ``parts``: that of its first letter."""
-    shown = sorted(parts)[:NAMED_PARTS] if len(parts) > NAMED_PARTS + 1 else sorted(parts)
+    return TAPE_COLOURS[min(map(letter_number, _shown(parts))) % len(TAPE_COLOURS)]
+
+
+def _shown(parts: Sequence[int]) -> list[int]:
+    """The parts a tape's name shows, lettered: all of them, or the ``NAMED_PARTS`` with the first
+    letters, those not lettered yet after the others in the order they were made. A union that
+    grows keeps its first letter, so its name and colour (when one of those letters was handed
+    out late, ordering by birth dropped it from the name, and the colour changed mid-life)."""
+    if len(parts) <= NAMED_PARTS + 1:
+        shown = sorted(parts)
+    else:
+        shown = sorted(parts, key=_by_letter)[:NAMED_PARTS]
     letter_all(shown)
-    return TAPE_COLOURS[min(map(letter_number, shown)) % len(TAPE_COLOURS)]
+    return shown
+
+
+def _by_letter(birth: int) -> tuple:
+    """Where a part sorts in a union's name: lettered parts by letter, then the others by birth."""
+    got = _known_letter(birth)
+    return got is None, got or 0, birth
 
 
 def tape_list(births: Sequence[int]) -> str:

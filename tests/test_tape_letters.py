@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import tapekit as tk
-from tapekit.ids import TAPE_COLOURS, label
+from tapekit.ids import TAPE_COLOURS, label, letter_number
 from tapekit.viz.palette import CONSUMED
 
 from .dot_helpers import nodes
@@ -188,6 +188,41 @@ def test_the_union_of_two_tapes_has_one_name_for_every_holder():
     tk.backward([z.sum(), zz.sum()])
     show_all(seen, tensors, [z, zz], split=False)
     seen.check(tensors)
+
+
+def test_a_union_that_grows_keeps_its_first_letter_and_colour():
+    """A union of more tapes than its name shows names those with the first letters: the last tape
+    made, lettered first, stays in its name and colour as the union grows (it was dropped for the
+    first three made, and the union turned from blue to orange in the middle of a picture)."""
+    dev = tk.Cpu()
+    xs = [dev.tensor([1., 2.], name=f"x{i}").trace(tk.UnionTape()) for i in range(6)]
+    first = xs[5].tape.label  # made last, shown first
+    for x in xs[:5]:
+        x.tape.label
+    z = xs[5] * 1.0
+    names, colours = [], []
+    for x in xs[:5]:
+        z = z + x
+        names.append(z.tape.label)
+        colours.append(z.tape.colour)
+    assert all(name.startswith(f"{first}∪") for name in names), names
+    assert set(colours) == {xs[5].tape.colour}
+    assert names[-1].endswith("∪… 6 tapes")
+
+
+def test_two_global_tapes_named_together_are_lettered_in_the_order_they_were_made():
+    """The error for an op between two GlobalTapes shows both: the one made first gets the first
+    letter (they were lettered in the order the message named them)."""
+    dev = tk.Cpu()
+    first, second = tk.GlobalTape(), tk.GlobalTape()
+    with second:
+        y = dev.tensor([1., 2.]).trace(second) * 2.0
+    with first:
+        x = dev.tensor([1., 2.]).trace(first) * 3.0
+    with pytest.raises(tk.TapePolicyError) as err:
+        y + x
+    assert f"({second.label} and {first.label})" in str(err.value)
+    assert letter_number(first._born) < letter_number(second._born)
 
 
 def test_tutorial_5s_four_policies_name_each_run_alike_in_every_picture_and_widget():

@@ -6,6 +6,7 @@ from contextvars import ContextVar
 from typing import Any, Sequence
 
 from ..errors import TapePolicyError
+from ..ids import letter_all
 from .arc import SharedTape
 from .base import Tape
 
@@ -40,6 +41,7 @@ class GlobalTape(SharedTape):
     def _merge(self, other: Tape, op: str) -> Tape:
         if other is self:
             return self
+        letter_all((self._born, other._born))  # shown together: lettered in the order they were made
         raise TapePolicyError(
             f"op {op} met two different GlobalTapes ({self.label} and {other.label}). A GlobalTape does "
             f"not merge: run the op inside one `with tape:` block, or use UnionTape.")
