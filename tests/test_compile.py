@@ -13,6 +13,7 @@ import re
 import sys
 import threading
 import types
+import warnings
 import weakref
 from pathlib import Path
 
@@ -687,6 +688,27 @@ def test_a_result_whose_record_is_still_on_a_tape_is_refused(where) -> None:
         else:
             with tk.GlobalTape():
                 step(x)
+
+
+def test_a_replays_missing_gradient_names_this_calls_tensors() -> None:
+    """Why a gradient is missing is recorded once; a replay's message names its own argument
+    (it named the recording's: ``b1 has no gradient`` for the tensor ``b2``)."""
+    dev = tk.Cpu()
+
+    def f(a, b):
+        x, y = a.trace(tk.ArcTape()), b.trace(tk.ArcTape())
+        zz = y * 2.0
+        x + y  # noqa: B018  (absorbs y's tape: the backward on zz cannot see it)
+        return zz.sum().backward()
+
+    step = tk.compile(f)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", tk.IncompleteTapeWarning)
+        step(dev.tensor([1., 2.], name="a1"), dev.tensor([3., 4.], name="b1"))
+        b2 = dev.tensor([3., 4.], name="b2")
+        grads = step(dev.tensor([1., 2.], name="a2"), b2)
+    with pytest.raises(tk.MissingGradientError, match=r"^b2 has no gradient: the record `t\d+ = mul\(b2, const\)`"):
+        grads[b2]
 
 
 def test_tapekits_own_checks_may_read_values() -> None:

@@ -5,9 +5,11 @@ gradients, keyed by the new tensors' ids. The first call's own result gets its r
 
 from __future__ import annotations
 
+import re
 from typing import Any, Callable
 
 from ..gradients import Gradients
+from ..ids import label
 from ..tensor import Tensor
 from .errors import CompileError
 from .tracer import Tracer
@@ -104,8 +106,16 @@ def build_result(template: Any, outs: tuple, recorded_ids: list, arg_tensors: li
     if todo:  # after the tensors: their new ids key the entries
         ids = dict(zip(recorded_ids, (t.id for t in arg_tensors)))
         for g, (_, entries, leaves, why, partial) in todo:
+            why = {tid: _relabelled(text, ids) for tid, text in why.items()}
             _fill(g, entries, leaves, why, partial, outs, lambda tid: ids.get(tid, made.get(tid, tid)))
     return result
+
+
+def _relabelled(text: str, ids: dict[int, int]) -> str:
+    """A recorded message about the recording's argument tensors, about this call's instead."""
+    for old, new in ids.items():
+        text = re.sub(rf"(?<!\w){re.escape(label(old))}(?!\w)", label(new), text)
+    return text
 
 
 def _fill(g: Gradients, entries: list, leaves: Any, why: dict, partial: set, outs: tuple,
