@@ -225,6 +225,23 @@ def test_two_global_tapes_named_together_are_lettered_in_the_order_they_were_mad
     assert letter_number(first._born) < letter_number(second._born)
 
 
+def _rebinds(tape):
+    dev = tk.Cpu()
+    x = dev.tensor([1., 2.]).trace(tape())
+    h = x * 2.0
+    h = h + 1.0  # noqa: F841  (the variable now names another tensor)
+
+
+def test_a_variable_bound_twice_in_a_replayed_program_names_two_tensors_apart():
+    """``h = x * 2; h = h + 1``: each tensor gets a name of its own (both were called h in the
+    explorer's picture and in the tape's printout)."""
+    explorer = tk.widgets.TapeExplorer(_rebinds, policy="union")
+    explorer.step.value = explorer.step.max
+    assert re.findall(r'\bn\d+ \[label="([^"|]+)\|', explorer.dot) == ["x", "h", "h_2"]
+    printed = str(tk.widgets.Replay(_rebinds, "union").run(None).tensors["h"].tape)
+    assert "h = mul(x, const)" in printed and "h_2 = add(h, const)" in printed
+
+
 def test_tutorial_5s_four_policies_name_each_run_alike_in_every_picture_and_widget():
     seen_by_policy = {}
     snaps, splits = [], []

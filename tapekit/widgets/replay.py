@@ -148,6 +148,7 @@ class _Steps:
         self.code = getattr(replay.program, "__code__", None)
         self.ran: list[int] = []
         self.last: Moment | None = None
+        self.named: dict[str, int] = {}  # the names this run gave its tensors -> their ids
 
     def calls(self, frame: Any, event: str, arg: Any) -> Any:
         return self.local if frame.f_code is self.code else None
@@ -163,15 +164,17 @@ class _Steps:
 
     def finished(self, frame: Any, stopping: bool) -> None:
         ran = self.ran
-        moment = self.last = Moment(len(ran), ran[-1], self.replay.line(ran[-1]), _tensors(frame.f_locals))
+        moment = self.last = Moment(len(ran), ran[-1], self.replay.line(ran[-1]), _tensors(frame.f_locals, self.named))
         if self.visit is not None:
             self.visit(moment)
         if stopping and moment.step == self.stop:
             raise _Stop
 
 
-def _tensors(local_vars: dict[str, Any]) -> dict[str, Tensor]:
-    """The tensors among a frame's locals (also inside lists and tuples), named after their variables."""
+def _tensors(local_vars: dict[str, Any], named: dict[str, int]) -> dict[str, Tensor]:
+    """The tensors among a frame's locals (also inside lists and tuples), named after their
+    variables; a variable that held another tensor of this run before names its new one ``h_2``
+    (``named``: the names given so far), so that no two tensors share a name."""
     found: dict[str, Tensor] = {}
     for key, value in local_vars.items():
         if isinstance(value, Tensor):
@@ -179,8 +182,13 @@ def _tensors(local_vars: dict[str, Any]) -> dict[str, Tensor]:
         elif isinstance(value, (list, tuple)):
             found.update((f"{key}[{i}]", v) for i, v in enumerate(value) if isinstance(v, Tensor))
     for key, value in found.items():
-        if name_of(value.id) is None:
-            set_name(value.id, key)  # so tapekit's own messages about this run say x, not #12
+        if name_of(value.id) is None:  # so tapekit's own messages about this run say x, not #12
+            name, n = key, 1
+            while named.get(name, value.id) != value.id:
+                n += 1
+                name = f"{key}_{n}"
+            set_name(value.id, name)
+        named.setdefault(name_of(value.id), value.id)
     return found
 
 
