@@ -665,11 +665,11 @@ def test_what_a_called_function_reaches_is_an_input() -> None:
 
 
 def test_a_tensor_made_before_the_call_that_is_not_an_input_is_refused() -> None:
-    """A model reached through another object's attribute is not found: its values would be frozen
-    into the program, so the recording stops, naming what to do."""
+    """A model two containers deep is not found: its values would be frozen into the program, so
+    the recording stops, naming what to do."""
     dev = tk.Cpu(default_dtype="float64")
-    holder = types.SimpleNamespace(model=tk.nn.Linear(2, 1, device=dev))
-    step = tk.compile(lambda x: holder.model(x).sum())
+    models = {"first": {"model": tk.nn.Linear(2, 1, device=dev)}}
+    step = tk.compile(lambda x: models["first"]["model"](x).sum())
     with pytest.raises(tk.CompileError, match=r"tk.compile did not find among its inputs.*as an argument"):
         step(dev.tensor([[1.0, 2.0]]))
 
@@ -709,6 +709,34 @@ def test_a_replays_missing_gradient_names_this_calls_tensors() -> None:
         grads = step(dev.tensor([1., 2.], name="a2"), b2)
     with pytest.raises(tk.MissingGradientError, match=r"^b2 has no gradient: the record `t\d+ = mul\(b2, const\)`"):
         grads[b2]
+
+
+def test_settings_a_step_reads_from_a_dict_an_object_or_its_module_are_keyed() -> None:
+    """A global dict of numbers, an attribute of a plain object, a module's private number and its
+    numpy array attribute: a new value records a new program (each was frozen: [2, 3] replayed
+    where eager gives [10, 18] and [30, 57])."""
+    dev = tk.Cpu(default_dtype="float64")
+    config, settings = {"scale": 1.0}, types.SimpleNamespace(shift=0.0)
+
+    class Scaled(tk.nn.Module):
+        def __init__(self):
+            self.mask, self._t = np.ones(2), 1.0
+
+        def forward(self, x):
+            return x * self.mask / self._t
+
+    model = Scaled()
+
+    def f(x):
+        return model(x) * config["scale"] + settings.shift
+
+    step = tk.compile(f)
+    x = dev.tensor([1.0, 2.0])
+    for v in (1.0, 2.0, 3.0, 3.0):
+        config["scale"], settings.shift, model._t = v, v, 1.0 / v
+        model.mask = model.mask if v == 3.0 else np.full(2, v)
+        assert same(step(x), f(x))
+    assert len(step.history) == 3
 
 
 def test_tapekits_own_checks_may_read_values() -> None:

@@ -81,6 +81,7 @@ class Inputs:
         self._objects: set[int] = set()
         self.param_names: dict[int, str] = {}
         self.held: list[Any] = []  # what the key names by id: its program keeps them, so no other takes their ids
+        self._read = reach.read  # the names the step's code reads (a plain object's attributes among them)
         for path, value in reach.arguments(args, kwargs):
             self._walk_arg(path, value)
         for name, obj in reach.captured():
@@ -174,12 +175,23 @@ class Inputs:
             self._object(name, obj)
         elif isinstance(obj, Tensor):
             self._tensor(obj, name)
-        elif depth < 1 and isinstance(obj, (list, tuple)) and obj and isinstance(obj[0], _FOUND):
-            for i, v in enumerate(obj):
-                self._walk_captured(f"{name}[{i}]", v, depth + 1)
-        elif depth < 1 and isinstance(obj, dict) and obj and isinstance(next(iter(obj.values())), _FOUND):
-            for k, v in obj.items():
+        elif depth < 1 and isinstance(obj, (list, tuple, dict)) and obj:
+            self._walk_items(name, obj, depth)
+        elif depth < 1 and _plain_object(obj):  # hp.lr, holder.model: the attributes the code reads
+            for attr, v in vars(obj).items():
+                if attr in self._read:
+                    self._walk_captured(f"{name}.{attr}", v, depth + 1)
+
+    def _walk_items(self, name: str, obj: Any, depth: int) -> None:
+        """A list, tuple or dict reached by name: its items walked where the first is a tensor,
+        module, optimizer, gradients or device; keyed by content where all are plain values (a
+        dict of settings: a new value records a new program) and there are at most ``KEYED``."""
+        items = list(obj.items()) if isinstance(obj, dict) else list(enumerate(obj))
+        if isinstance(items[0][1], _FOUND):
+            for k, v in items:
                 self._walk_captured(f"{name}[{k!r}]", v, depth + 1)
+        elif len(items) <= KEYED and all(isinstance(v, _PLAIN) for _, v in items):
+            self.key.append((name, type(obj).__name__, tuple((k, *_plain_key(v)) for k, v in items)))
 
     def _object(self, name: str, obj: Any) -> None:
         if id(obj) in self._objects:
@@ -190,13 +202,13 @@ class Inputs:
         elif isinstance(obj, Module):
             origin = obj._origin()
             self.key.append((f"{name} (a {type(obj).__name__})", id(origin), id(obj),
-                             tuple(_settings(m) for m in _modules_of(origin))))
+                             tuple(_settings(m, self.held) for m in _modules_of(origin))))
             for pname, p in origin.named_parameters():
                 self.param_names.setdefault(p.id, pname)
                 self._tensor(p, f"parameter {pname}")
         elif isinstance(obj, Optimizer):
             self.optimizers.append(obj)
-            self.key.append((f"{name} (a {type(obj).__name__})", id(obj), _settings(obj)))
+            self.key.append((f"{name} (a {type(obj).__name__})", id(obj), _settings(obj, self.held)))
             for pid, (p, state) in obj._state.items():
                 pname = self.param_names.get(p.id, label(p.id))
                 self._tensor(p, f"parameter {pname}")
@@ -221,9 +233,27 @@ class _Text(str):
         return str(self)
 
 
-def _settings(obj: Any) -> tuple:
-    return tuple((k, v) for k, v in sorted(vars(obj).items()) if not k.startswith("_")
-                 and isinstance(v, (numbers.Number, str, tuple, type(None)))) + (("training", getattr(obj, "training", None)),)
+def _settings(obj: Any, held: list) -> tuple:
+    """What a module's or optimizer's attributes fix in a program: its numbers, strings, tuples
+    and None (private ones too: a module's forward may read ``self._scale``), and its arrays by
+    identity (kept in ``held``: another array records again), and its training mode."""
+    key = []
+    for k, v in sorted(vars(obj).items()):
+        if isinstance(v, _PLAIN) or isinstance(v, tuple):
+            key.append((k, *_plain_key(v)))
+        elif is_array(v):
+            key.append((k, "array at", id(v)))
+            held.append(v)
+    return tuple(key) + (("training", getattr(obj, "training", None)),)
+
+
+KEYED = 64  # plain values from which a list or dict reached by name is data, not settings: not keyed
+
+
+def _plain_object(obj: Any) -> bool:
+    """Whether ``obj`` is an instance of a class of the user's (a namespace of settings, a holder)."""
+    return hasattr(obj, "__dict__") and not isinstance(obj, (type, types.ModuleType, types.FunctionType,
+                                                             types.MethodType, functools.partial, Tensor))
 
 
 def _modules_of(module: Module) -> Iterator[Module]:
@@ -259,6 +289,7 @@ class Reach:
         self.closure: list[tuple[str, Any]] = []  # (name, cell)
         self.globals: list[tuple[dict, list[str]]] = []  # (a function's globals, the names it reads)
         self._follow(getattr(fn, "__func__", fn), set(), 0)
+        self.read = frozenset(name for _, names in self.globals for name in names)  # attributes' names too
 
     def _follow(self, fn: Any, seen: set, depth: int) -> None:
         """Note what ``fn`` reads by name, and follow the functions among it (not tapekit's own)."""
