@@ -159,6 +159,9 @@ def _taken(tapes: list[Tape], records: list[Record], outputs: Sequence[Tensor], 
             rec.rules = rec.saved = rec.home = None
             rec.consumed_by = by
         tape._after_backward(outputs, by)
+        for other in tapes:
+            if other is not tape and other.moves:  # an OwnedTape the backward's merge took: consumed with it
+                other._after_backward((), by)
     return grads
 
 

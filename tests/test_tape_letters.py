@@ -242,6 +242,18 @@ def test_a_variable_bound_twice_in_a_replayed_program_names_two_tensors_apart():
     assert "h = mul(x, const)" in printed and "h_2 = add(h, const)" in printed
 
 
+def test_an_owned_tape_a_backward_on_several_outputs_took_is_consumed_on_every_handle():
+    """``tk.backward([a, b])`` merges b's OwnedTape into a's and consumes it: its handle says so,
+    as ``b`` does (it said the tape was moved into the output of an op called backward)."""
+    dev = tk.Cpu()
+    x, y = dev.tensor([1., 2.]).trace(), dev.tensor([3., 4.]).trace()
+    a, b = (x * 2.0).sum(), (y * 3.0).sum()
+    held = b.tape
+    tk.backward([a, b])
+    assert "consumed by the backward on" in repr(held) and "consumed by the backward on" in repr(b)
+    assert "moved" not in repr(held)
+
+
 def test_tutorial_5s_four_policies_name_each_run_alike_in_every_picture_and_widget():
     seen_by_policy = {}
     snaps, splits = [], []
