@@ -739,6 +739,21 @@ def test_settings_a_step_reads_from_a_dict_an_object_or_its_module_are_keyed() -
     assert len(step.history) == 3
 
 
+def test_training_again_after_eval_replays_the_first_program() -> None:
+    """``train()`` after ``eval()`` sets the mode on the module itself, where it was the class's:
+    the same mode, so the first program replays (it recorded a third)."""
+    dev = tk.Cpu(default_dtype="float64")
+    model = tk.nn.Sequential(tk.nn.Linear(2, 2, device=dev), tk.nn.Dropout(0.5))
+    step = tk.compile(lambda x: model(x).sum())
+    x = dev.tensor([[1.0, 2.0]])
+    step(x)
+    model.eval()
+    step(x)
+    model.train()
+    step(x)
+    assert len(step.history) == 2 and step.history[0].calls == 1
+
+
 def test_tapekits_own_checks_may_read_values() -> None:
     dev = tk.Cpu()
     step = tk.compile(lambda x, y: tk.cross_entropy(x, y))  # checks the label range: a read, allowed

@@ -239,6 +239,8 @@ def _settings(obj: Any, held: list) -> tuple:
     identity (kept in ``held``: another array records again), and its training mode."""
     key = []
     for k, v in sorted(vars(obj).items()):
+        if k == "training":  # below, wherever it is set: train() after eval() sets it on the instance
+            continue
         if isinstance(v, _PLAIN) or isinstance(v, tuple):
             key.append((k, *_plain_key(v)))
         elif is_array(v):
