@@ -381,7 +381,7 @@ def _seed(out: Any, seed: Any) -> Any:
             raise DeviceMismatchError(f"the seed for {out.label} is on {seed.device!r} but the output is on "
                                       f"{out.device!r}; make the seed on the output's device (seed.to(device))")
         data = seed.data
-    elif device_array_as_is(seed):
+    elif device_array_as_is(seed, xp):
         data = seed
     else:
         try:

@@ -72,10 +72,14 @@ def _size_bytes(array: Any) -> int:
     return int(array.size) * _itemsize(array.dtype)
 
 
-def device_array_as_is(value: Any) -> bool:
-    """Whether ``value`` is an array that is not numpy's (a CuPy or array-API array, or one that
-    ``tk.compile`` records), to be used as it is: through numpy it would be read on the host."""
-    return hasattr(value, "shape") and hasattr(value, "dtype") and not isinstance(value, (np.ndarray, np.generic))
+def device_array_as_is(value: Any, xp: Any) -> bool:
+    """Whether ``value`` is an array of the namespace ``xp`` to be used as it is, not taken through
+    the host (which would read it): one ``tk.compile`` records (it says which namespace it
+    stands for), or, on a device other than numpy's, an array of another kind than numpy's."""
+    if getattr(value, "recorded_in", None) is not None:
+        return True
+    return xp is not np and hasattr(value, "shape") and hasattr(value, "dtype") and not isinstance(
+        value, (np.ndarray, np.generic))
 
 
 def array_nbytes(value: Any) -> int | None:

@@ -664,14 +664,90 @@ def test_what_a_called_function_reaches_is_an_input() -> None:
     assert float(step(x)) == 30.0
 
 
-def test_a_tensor_made_before_the_call_that_is_not_an_input_is_refused() -> None:
-    """A model two containers deep is not found: its values would be frozen into the program, so
-    the recording stops, naming what to do."""
+def test_an_update_of_parameters_that_are_not_inputs_is_refused() -> None:
+    """A model two containers deep is not found: the recording's update would leave tracers in its
+    parameters, and replays could not put new values back. The call fails, and the parameters are
+    as they were."""
     dev = tk.Cpu(default_dtype="float64")
-    models = {"first": {"model": tk.nn.Linear(2, 1, device=dev)}}
-    step = tk.compile(lambda x: models["first"]["model"](x).sum())
-    with pytest.raises(tk.CompileError, match=r"tk.compile did not find among its inputs.*as an argument"):
-        step(dev.tensor([[1.0, 2.0]]))
+    model = tk.nn.Linear(2, 1, device=dev)
+    before = model.weight.data
+    held = {"first": {"model": model, "opt": tk.optim.Sgd(model, lr=0.1)}}
+
+    def f(x, y):
+        return _train(x, y, held["first"]["model"], held["first"]["opt"])
+
+    with pytest.raises(tk.CompileError, match=r"updates 2 parameters .* did not find among its inputs"):
+        tk.compile(f)(dev.tensor([[1.0, 2.0]]), dev.tensor([[1.0]]))
+    assert model.weight.data is before
+
+
+def test_what_a_step_does_not_read_records_nothing_new() -> None:
+    """A module's private counter, a dict's keys the step does not name, a helper's global counter,
+    and a module's private constant tensor (a mask): one program, each call replays it."""
+    dev = tk.Cpu(seed=0, default_dtype="float64")
+    progress = {"scale": 2.0, "seen": 0}
+    calls = 0
+
+    class Masked(tk.nn.Module):
+        def __init__(self):
+            self.lin, self._calls = tk.nn.Linear(3, 3, device=dev), 0
+            self._mask = dev.tensor(np.tril(np.ones((3, 3))))
+
+        def forward(self, x):
+            self._calls += 1
+            return self.lin(x) * self._mask
+
+    model = Masked()
+
+    def count():
+        global_calls = calls  # noqa: F841  (read, as a logger's step counter is)
+
+    def f(x):
+        count()
+        return model(x).sum() * progress["scale"]
+
+    step = tk.compile(f)
+    x = dev.randn((3, 3))
+    for i in range(4):
+        assert same(step(x), f(x))
+        progress["seen"] += 8
+        calls += 1
+    assert len(step.history) == 1
+
+
+def test_functions_installed_with_python_or_a_package_are_not_followed() -> None:
+    """Following a library's functions (logging's, sklearn's) walked their globals at every call
+    (2.5 to 4 times the time of a small replay) and keyed their settings; numpy, named by the step,
+    was keyed as an array (it has shape and dtype)."""
+    import logging
+
+    def helper(x):
+        return x * 2.0
+
+    def f(x):
+        logging.debug("step")
+        return (helper(x) * np.float64(1.0)).sum()
+
+    reach = importlib.import_module("tapekit.compile.inputs").Reach(f)
+    assert [names for _, names, _ in reach.globals][1:] == [[]]  # f's, then helper's (which names nothing)
+    step = tk.compile(f)
+    step(tk.Cpu().ones(3))
+    assert not any("array at" in str(k) for k in step.history[0].key)
+
+
+def test_labels_of_another_array_library_are_taken_to_the_device() -> None:
+    """An array-API array on numpy's device is data to convert, not a device array to use as is."""
+    import array_api_strict as xs
+    x = tk.Cpu(default_dtype="float64").tensor(np.arange(6.0).reshape(2, 3))
+    assert float(tk.cross_entropy(x, xs.asarray([0, 2]))) == float(tk.cross_entropy(x, np.array([0, 2])))
+
+
+def test_an_embedding_of_small_integer_indices_picks_the_right_rows() -> None:
+    """Row positions are made in int64: a uint8 index times the row length wrapped around."""
+    dev = tk.Cpu(seed=0)
+    emb = tk.nn.Embedding(256, 64, device=dev)
+    index = np.frombuffer(b"hello, world", dtype=np.uint8)
+    assert np.array_equal(emb(index).numpy(), emb.weight.numpy()[index.astype(np.int64)])
 
 
 @pytest.mark.parametrize("where", ["a traced argument", "an ambient GlobalTape"])
@@ -682,7 +758,7 @@ def test_a_result_whose_record_is_still_on_a_tape_is_refused(where) -> None:
     w = dev.tensor([1.0, 2.0, 3.0])
     step = tk.compile(lambda x: (x * w).sum())
     x = dev.tensor([1.0, 1.0, 1.0])
-    with pytest.raises(tk.CompileError, match=r"returns t\d+, whose record is still on its tape"):
+    with pytest.raises(tk.CompileError, match=r"returns t\d+, recorded on a tape made before the call"):
         if where == "a traced argument":
             step(x.trace(tk.UnionTape(leaves=[x])))
         else:
@@ -712,18 +788,18 @@ def test_a_replays_missing_gradient_names_this_calls_tensors() -> None:
 
 
 def test_settings_a_step_reads_from_a_dict_an_object_or_its_module_are_keyed() -> None:
-    """A global dict of numbers, an attribute of a plain object, a module's private number and its
-    numpy array attribute: a new value records a new program (each was frozen: [2, 3] replayed
-    where eager gives [10, 18] and [30, 57])."""
+    """A global dict's number, an attribute of a plain object, a module's number and its numpy
+    array attribute: a new value records a new program (each was frozen: [2, 3] replayed where
+    eager gives [10, 18] and [30, 57])."""
     dev = tk.Cpu(default_dtype="float64")
     config, settings = {"scale": 1.0}, types.SimpleNamespace(shift=0.0)
 
     class Scaled(tk.nn.Module):
         def __init__(self):
-            self.mask, self._t = np.ones(2), 1.0
+            self.mask, self.t = np.ones(2), 1.0
 
         def forward(self, x):
-            return x * self.mask / self._t
+            return x * self.mask / self.t
 
     model = Scaled()
 
@@ -733,7 +809,7 @@ def test_settings_a_step_reads_from_a_dict_an_object_or_its_module_are_keyed() -
     step = tk.compile(f)
     x = dev.tensor([1.0, 2.0])
     for v in (1.0, 2.0, 3.0, 3.0):
-        config["scale"], settings.shift, model._t = v, v, 1.0 / v
+        config["scale"], settings.shift, model.t = v, v, 1.0 / v
         model.mask = model.mask if v == 3.0 else np.full(2, v)
         assert same(step(x), f(x))
     assert len(step.history) == 3
@@ -752,6 +828,29 @@ def test_training_again_after_eval_replays_the_first_program() -> None:
     model.train()
     step(x)
     assert len(step.history) == 2 and step.history[0].calls == 1
+
+
+def test_a_result_on_a_tape_made_in_the_step_is_returned() -> None:
+    """A metric computed after the backward, or a forward alone on a model traced in the step, is
+    returned as it is: the tape is the step's own."""
+    dev = tk.Cpu(seed=0, default_dtype="float64")
+    model = tk.nn.Linear(4, 3, device=dev)
+
+    def train(x):
+        logits = model.trace(tk.UnionTape(model.alloc_grads()))(x)
+        grads = tk.cross_entropy(logits, [0, 2, 1, 0]).backward()
+        return grads, logits.max(axis=-1).mean()
+
+    def forward_only(x):
+        return model.trace(tk.UnionTape())(x).sum()
+
+    for f in (train, forward_only):
+        step = tk.compile(f)
+        for seed in range(3):
+            x = tk.Cpu(seed=seed, default_dtype="float64").randn((4, 4))
+            got, want = step(x), f(x)
+            assert same(got[1], want[1]) if f is train else same(got, want)
+        assert len(step.history) == 1
 
 
 def test_tapekits_own_checks_may_read_values() -> None:

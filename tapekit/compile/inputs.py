@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import inspect
 import numbers
+import sysconfig
 import types
 from operator import itemgetter
 from typing import Any, Callable, Iterator
@@ -82,10 +83,12 @@ class Inputs:
         self.param_names: dict[int, str] = {}
         self.held: list[Any] = []  # what the key names by id: its program keeps them, so no other takes their ids
         self._read = reach.read  # the names the step's code reads (a plain object's attributes among them)
+        self._read_keys = reach.keys  # the strings it holds (a dict's keys it reads among them)
         for path, value in reach.arguments(args, kwargs):
             self._walk_arg(path, value)
-        for name, obj in reach.captured():
-            self._walk_captured(name, obj, 0)
+        for name, obj, followed in reach.captured():
+            if not followed or isinstance(obj, _FOUND):  # a called function's numbers are as recorded
+                self._walk_captured(name, obj, 0)
         if _module._default_device is not None:
             self.devices.setdefault(id(_module._default_device), _module._default_device)
         # aliasing: which cells hold the same array
@@ -104,6 +107,10 @@ class Inputs:
         self.cells.append(place)
         self._ids.append(id(value) if is_array(value) else None)
         self.key.append((what, _describe(value)))
+
+    def holds(self, t: Tensor) -> bool:
+        """Whether the storage of tensor ``t`` is an input of the call."""
+        return id(t) in self._tensors
 
     def _tensor(self, t: Tensor, what: Any) -> None:
         """A tensor's storage as an input (the hot path of every call: kept short, and a device's
@@ -184,14 +191,20 @@ class Inputs:
 
     def _walk_items(self, name: str, obj: Any, depth: int) -> None:
         """A list, tuple or dict reached by name: its items walked where the first is a tensor,
-        module, optimizer, gradients or device; keyed by content where all are plain values (a
-        dict of settings: a new value records a new program) and there are at most ``KEYED``."""
-        items = list(obj.items()) if isinstance(obj, dict) else list(enumerate(obj))
-        if isinstance(items[0][1], _FOUND):
-            for k, v in items:
-                self._walk_captured(f"{name}[{k!r}]", v, depth + 1)
-        elif len(items) <= KEYED and all(isinstance(v, _PLAIN) for _, v in items):
-            self.key.append((name, type(obj).__name__, tuple((k, *_plain_key(v)) for k, v in items)))
+        module, optimizer, gradients or device; of a dict, the plain values under the keys the
+        code names (``config["lr"]``) keyed, so a new value records a new program. Other items
+        are data: constants of the program, as an array is."""
+        if isinstance(obj, dict):
+            if isinstance(next(iter(obj.values())), _FOUND):
+                for k, v in obj.items():
+                    self._walk_captured(f"{name}[{k!r}]", v, depth + 1)
+            else:
+                for k in self._read_keys:  # few: a dict of data (a vocabulary) is not walked
+                    if k in obj and isinstance(obj[k], _PLAIN):
+                        self.key.append((f"{name}[{k!r}]", *_plain_key(obj[k])))
+        elif isinstance(obj[0], _FOUND):
+            for i, v in enumerate(obj):
+                self._walk_captured(f"{name}[{i}]", v, depth + 1)
 
     def _object(self, name: str, obj: Any) -> None:
         if id(obj) in self._objects:
@@ -234,22 +247,19 @@ class _Text(str):
 
 
 def _settings(obj: Any, held: list) -> tuple:
-    """What a module's or optimizer's attributes fix in a program: its numbers, strings, tuples
-    and None (private ones too: a module's forward may read ``self._scale``), and its arrays by
-    identity (kept in ``held``: another array records again), and its training mode."""
+    """What a module's or optimizer's public attributes fix in a program: its numbers, strings,
+    tuples of them and None, its arrays by identity (kept in ``held``: another array records
+    again), and its training mode. Private ones (``_calls``) are its own bookkeeping: not keyed."""
     key = []
     for k, v in sorted(vars(obj).items()):
-        if k == "training":  # below, wherever it is set: train() after eval() sets it on the instance
+        if k.startswith("_") or k == "training":  # the mode is below, wherever it is set (train() after eval())
             continue
-        if isinstance(v, _PLAIN) or isinstance(v, tuple):
+        if isinstance(v, _PLAIN) or (isinstance(v, tuple) and all(isinstance(i, _PLAIN) for i in v)):
             key.append((k, *_plain_key(v)))
         elif is_array(v):
             key.append((k, "array at", id(v)))
             held.append(v)
     return tuple(key) + (("training", getattr(obj, "training", None)),)
-
-
-KEYED = 64  # plain values from which a list or dict reached by name is data, not settings: not keyed
 
 
 def _plain_object(obj: Any) -> bool:
@@ -288,10 +298,12 @@ class Reach:
             self.bound += [(f"bound argument {i}", v) for i, v in enumerate(fn.args)] + list(fn.keywords.items())
             fn = fn.func
         self.owner = getattr(fn, "__self__", None)
-        self.closure: list[tuple[str, Any]] = []  # (name, cell)
-        self.globals: list[tuple[dict, list[str]]] = []  # (a function's globals, the names it reads)
+        self.closure: list[tuple[str, Any, bool]] = []  # (name, cell, in a function the step calls)
+        self.globals: list[tuple[dict, list[str], bool]] = []  # (a function's globals, the names it reads, ...)
+        self.keys: Any = set()  # the strings the code holds (the keys of a dict it reads), then in order
         self._follow(getattr(fn, "__func__", fn), set(), 0)
-        self.read = frozenset(name for _, names in self.globals for name in names)  # attributes' names too
+        self.keys = tuple(sorted(self.keys))
+        self.read = frozenset(name for _, names, _ in self.globals for name in names)  # attributes' names too
 
     def _follow(self, fn: Any, seen: set, depth: int) -> None:
         """Note what ``fn`` reads by name, and follow the functions among it (not tapekit's own)."""
@@ -301,13 +313,14 @@ class Reach:
         seen.add(id(fn))
         cells = list(zip(code.co_freevars, fn.__closure__ or ()))
         names = list(dict.fromkeys(_names(code)))
-        self.closure += cells
-        self.globals.append((fn.__globals__, names))
+        self.closure += [(name, cell, depth > 0) for name, cell in cells]
+        self.globals.append((fn.__globals__, names, depth > 0))
+        self.keys.update(_strings(code))
         if depth == _FOLLOWED:
             return
         values = [_contents(cell) for _, cell in cells] + [fn.__globals__.get(name) for name in names]
         for value in values:
-            if isinstance(value, types.FunctionType) and not value.__module__.startswith(("tapekit", "numpy")):
+            if isinstance(value, types.FunctionType) and _users(value):
                 self._follow(value, seen, depth + 1)
 
     def arguments(self, args: tuple, kwargs: dict) -> list[tuple[tuple, Any]]:
@@ -334,27 +347,47 @@ class Reach:
             named.append(((self.rest,), args[n:]))
         return named
 
-    def captured(self) -> Iterator[tuple[str, Any]]:
+    def captured(self) -> Iterator[tuple[str, Any, bool]]:
         """The objects the function can reach without arguments, as they are now: its defaults and
-        a partial's arguments, ``self`` and its attributes, its closure, the globals it names."""
-        yield from self.bound
+        a partial's arguments, ``self`` and its attributes, its closure, the globals it names; and
+        whether each was reached in a function it calls (only tensors, models and the like are
+        inputs there: a helper's counter is left as the recording found it)."""
+        for name, value in self.bound:
+            yield name, value, False
         owner = self.owner
         if owner is not None:
-            yield "self", owner
+            yield "self", owner, False
             for k, v in vars(owner).items() if hasattr(owner, "__dict__") else ():
-                yield f"self.{k}", v
-        for name, cell in self.closure:
+                yield f"self.{k}", v, False
+        for name, cell, followed in self.closure:
             try:
-                yield name, cell.cell_contents
+                yield name, cell.cell_contents, followed
             except ValueError:
                 pass
-        for space, names in self.globals:
+        for space, names, followed in self.globals:
             for name in names:
                 if name in space:
-                    yield name, space[name]
+                    yield name, space[name], followed
 
 
 _FOLLOWED = 3  # how deep Reach follows the functions a step names (a step -> its loss -> a helper)
+
+
+def _users(fn: types.FunctionType) -> bool:
+    """Whether ``fn`` is the user's own code: not tapekit's, nor installed with Python or a package."""
+    return not fn.__module__.startswith("tapekit") and not fn.__code__.co_filename.startswith(_LIBRARIES)
+
+
+_LIBRARIES = tuple({sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")})
+
+
+def _strings(code: types.CodeType) -> Iterator[str]:
+    """The strings a function's code holds (its nested functions' too): the keys it reads."""
+    for const in code.co_consts:
+        if isinstance(const, str):
+            yield const
+        elif isinstance(const, types.CodeType):
+            yield from _strings(const)
 
 
 def _contents(cell: Any) -> Any:

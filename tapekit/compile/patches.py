@@ -143,11 +143,17 @@ class Patches:
         def update(opt: Optimizer, model: Module, grads: Gradients) -> None:
             if get_ident() != rec.thread:
                 return real_update(opt, model, grads)
+            before = [(p, p.data) for p in model._origin().parameters()]
             outer, rec.group, rec.mark = rec.group, ("update", type(opt).__name__), len(rec.steps)
             try:
                 real_update(opt, model, grads)
             finally:
                 rec.group, rec.mark = outer, len(rec.steps)
+            missed = [p for p, _ in before if not self.inputs.holds(p)]
+            if missed or opt not in self.inputs.optimizers:
+                for p, data in before:
+                    p.data = data  # as they were: the call fails
+                raise _not_inputs(rec, opt, missed)
 
         self._swap(Optimizer, "update", update)
 
@@ -162,12 +168,9 @@ class Patches:
 def _recording_emit(real: Callable, rec: Recorder) -> Callable:
     def emit(name: str, out: Any, inputs: Any, rules: Any, saved: tuple, device: Any, jvp: Any = None,
              links: Any = None) -> Tensor:
-        if get_ident() != rec.thread:
-            return real(name, out, inputs, rules, saved, device, jvp, links)
-        for t in inputs:
-            if type(t) is Tensor and type(t.data) is not Tracer and t.id < rec.first_id:
-                raise _not_an_input(rec, t, name)
         result = real(name, out, inputs, rules, saved, device, jvp, links)
+        if get_ident() != rec.thread:
+            return result
         r = result._record
         ids = tuple([getattr(t, "id", None) for t in inputs]) if r is None else r.inputs  # a record has them
         info = (None if r is None else r.id, name, ids, result.id)
@@ -182,14 +185,15 @@ def _recording_emit(real: Callable, rec: Recorder) -> Callable:
     return emit
 
 
-def _not_an_input(rec: Recorder, t: Tensor, op: str) -> CompileError:
-    """The error for an op on a tensor made before the call that is not among its inputs."""
+def _not_inputs(rec: Recorder, opt: Optimizer, missed: list) -> CompileError:
+    """The error for an optimizer update on parameters, or with an optimizer, the call did not find."""
+    what = f"{len(missed)} parameters (such as {missed[0].label})" if missed else f"a {type(opt).__name__}"
     fn = rec.fn_name
     return CompileError(
-        f"{op}() uses {t.label}, a tensor made before this call of {fn} that tk.compile did not find among its "
-        f"inputs (the arguments and their defaults, the closure, the globals {fn} names, self's attributes, and "
-        f"the parameters of the models among them): its values would be a constant of the program, frozen at "
-        f"this call's. Pass {t.label} (or its model) to {fn} as an argument, or name it in {fn}'s own code.")
+        f"{fn} updates {what} that tk.compile did not find among its inputs, so a replay could not put the new "
+        f"values back. It finds them in {fn}'s arguments and their defaults, a functools.partial's arguments, "
+        f"its closure, the globals it names, the attributes it reads of an object it names, and the same in the "
+        f"functions it calls: pass the model and the optimizer to {fn} as arguments.")
 
 
 def _group_op(rec: Recorder, group: tuple, out: Any, saved: tuple) -> None:

@@ -93,7 +93,7 @@ class Compiled:
             warnings.warn(message, category, stacklevel=2)
         writes = [(i, end.slot) for i, (t, end) in enumerate(zip(tracers, ends))
                   if type(end) is Tracer and end is not t]
-        template, outputs = result_template(result, inputs.arg_tensors, self.__name__)
+        template, outputs = result_template(result, inputs.arg_tensors, self.__name__, rec.first_birth)
         needed = [slot for _, slot in writes] + outputs + [slot for state in grads_after for slot in state[1]]
         built = generate(rec, tracers, needed, self.__name__, inputs, len(self.history) + 1, self.fuse)
         slot_of = {slot: n for n, slot in enumerate(dict.fromkeys(needed))}

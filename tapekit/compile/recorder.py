@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from ..callsite import code_at, place
-from ..ids import next_id
+from ..ids import _births
 from ..reads import CHECKS
 from ..tensor import Tensor
 from .errors import CompileError
@@ -70,7 +70,7 @@ class Recorder:
         self.bound: dict[int, str] = {}  # id of an object the program refers to -> its global name
         self.grad_of: dict[int, int] = {}  # slot of a gradient a backward returned -> its tensor id
         self.info: dict[int, tuple] = {}  # slot -> (record id, op name, input ids, output id)
-        self.first_id = next_id()  # tensors made before the recording have smaller ids
+        self.first_birth = next(_births)  # tapes made before the recording were born earlier
         self.thread = get_ident()  # the thread that records: calls from others (get_ident() != thread) pass through
 
     def slot(self, value: Any, kind: str) -> Tracer:

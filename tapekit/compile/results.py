@@ -10,14 +10,16 @@ from typing import Any, Callable
 
 from ..gradients import Gradients
 from ..ids import label
+from ..tapes.base import is_spent
 from ..tensor import Tensor
 from .errors import CompileError
 from .tracer import Tracer
 
 
-def result_template(value: Any, arg_tensors: list, fn_name: str) -> tuple[Any, list[int]]:
+def result_template(value: Any, arg_tensors: list, fn_name: str, first_birth: int) -> tuple[Any, list[int]]:
     """The structure of ``fn``'s result with its arrays as slots, and the slots it needs. A tensor
-    whose record is still on a tape is refused: a replay makes no records to run a backward on."""
+    whose record is on a tape made before the call (``first_birth``: the first tape born in it) is
+    refused: the caller's tape would hold the recording's records, and a replay makes none."""
     outputs: list[int] = []
 
     def walk(v: Any) -> Any:
@@ -30,12 +32,12 @@ def result_template(value: Any, arg_tensors: list, fn_name: str) -> tuple[Any, l
             data = v.data
             if type(data) is not Tracer:
                 return ("value", v)
-            if v._record is not None and v._record.rules is not None:
+            if v._record is not None and v._record.rules is not None and _older_tape(v, first_birth):
                 raise CompileError(
-                    f"{fn_name} returns {v.label}, whose record is still on its tape, for a backward after the call; "
-                    f"but a replay of {fn_name} is array calls alone, and makes no records. Run the backward inside "
-                    f"{fn_name} and return the gradients (its tapes are then drained or consumed), or trace the "
-                    f"inputs inside {fn_name}, not before the call.")
+                    f"{fn_name} returns {v.label}, recorded on a tape made before the call (a traced argument, or "
+                    f"a GlobalTape block around it); but a replay of {fn_name} is array calls alone, and records "
+                    f"nothing there. Trace the inputs inside {fn_name} and run the backward there, or pass "
+                    f"x.detach().")
             outputs.append(data.slot)
             return ("tensor", data.slot, v.id, v.device, v.name)
         if isinstance(v, Gradients):
@@ -54,6 +56,12 @@ def result_template(value: Any, arg_tensors: list, fn_name: str) -> tuple[Any, l
         return ("value", v)
 
     return walk(value), outputs
+
+
+def _older_tape(t: Tensor, first_birth: int) -> bool:
+    """Whether ``t``'s tape has a part made before the call (whose first tape was ``first_birth``)."""
+    tape = t._tape
+    return tape is not None and not is_spent(tape) and min(tape._store()._parts()) < first_birth
 
 
 def renumber(template: Any, slot_of: dict) -> Any:

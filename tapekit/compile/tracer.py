@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import operator
+import types
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import numpy as np
@@ -37,6 +38,7 @@ class Tracer:
     nbytes = property(operator.attrgetter("a.nbytes"))
     itemsize = property(operator.attrgetter("a.itemsize"))
     device = property(operator.attrgetter("a.device"))
+    recorded_in = property(operator.attrgetter("rec"))  # what tapekit's ops ask to use it as it is (devices.py)
 
     def __len__(self) -> int:
         return len(self.a)
@@ -192,8 +194,8 @@ class _Method:
 
 def is_array(value: Any) -> bool:
     """Whether ``value`` is an array of the device (not a Tensor, a type or a dtype)."""
-    return (hasattr(value, "shape") and hasattr(value, "dtype") and not isinstance(value, (type, np.dtype))
-            and not isinstance(value, Tensor))
+    return (hasattr(value, "shape") and hasattr(value, "dtype")
+            and not isinstance(value, (type, np.dtype, Tensor, types.ModuleType)))  # numpy has np.shape
 
 
 def nested(value: Any, kind: type) -> Iterator[Any]:

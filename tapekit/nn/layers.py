@@ -71,7 +71,8 @@ class Embedding(Module):
                                 f"{rows - 1}); a negative index does not count from the end here")
         device = self.weight.device
         xp = device.xp  # each picked row's positions in the weight flattened, made on the device (never read)
-        flat = xp.reshape(xp.reshape(index, (-1, 1)) * self.dim + xp.arange(self.dim, **device._placement()), (-1,))
+        rows = xp.reshape(xp.astype(index, xp.int64), (-1, 1))  # int64: uint8 rows times dim would wrap
+        flat = xp.reshape(rows * self.dim + xp.arange(self.dim, dtype=xp.int64, **device._placement()), (-1,))
         return take_flat(self.weight, flat, (*index.shape, self.dim))
 
     def extra_repr(self) -> str:

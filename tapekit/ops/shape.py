@@ -522,7 +522,7 @@ def device_array(key: Any, device: Any, what: str) -> Any:
     array of the device's own (a mask an op made), is used as is, with no trip through the host
     (which would read its values: ``tk.compile`` would freeze them)."""
     if not isinstance(key, Tensor):
-        if device_array_as_is(key):
+        if device_array_as_is(key, device.xp):
             return key
         return device.from_numpy(np.asarray(key))
     if key.device is not device and key.device.place != device.place:
