@@ -681,6 +681,39 @@ def test_an_update_of_parameters_that_are_not_inputs_is_refused() -> None:
     assert model.weight.data is before
 
 
+def test_a_refused_update_leaves_the_optimizers_state_as_it_was() -> None:
+    """Adam's moments, written by the refused update, are put back: eager training goes on."""
+    dev = tk.Cpu(default_dtype="float64")
+    model = tk.nn.Linear(2, 1, device=dev)
+    adam = tk.optim.Adam(model, lr=0.1)
+    before = {k: v for _, kept in adam._state.values() for k, v in kept.items()}
+    held = {"first": {"model": model, "opt": adam}}
+    x, y = dev.tensor([[1.0, 2.0]]), dev.tensor([[1.0]])
+    with pytest.raises(tk.CompileError):
+        tk.compile(lambda x, y: _train(x, y, held["first"]["model"], held["first"]["opt"]))(x, y)
+    after = {k: v for _, kept in adam._state.values() for k, v in kept.items()}
+    assert after.keys() == before.keys() and all(after[k] is before[k] for k in before)
+    _train(x, y, model, adam)
+    _train(x, y, model, adam)
+
+
+def test_a_model_and_optimizer_made_in_the_step_train_as_eagerly() -> None:
+    """A probe fitted afresh at every call: its parameters and optimizer are the step's own."""
+    dev = tk.Cpu(default_dtype="float64")
+
+    def fit_probe(x, y):
+        model = tk.nn.Linear(2, 1, device=dev)
+        model.weight.data, model.bias.data = model.weight.data * 0.0, model.bias.data * 0.0
+        _train(x, y, model, tk.optim.Adam(model, lr=0.1))
+        return model(x)
+
+    step = tk.compile(fit_probe)
+    for i in range(3):
+        x, y = dev.tensor([[1.0, float(i)]]), dev.tensor([[2.0 + i]])
+        assert same(step(x, y), fit_probe(x, y))
+    assert len(step.history) == 1
+
+
 def test_what_a_step_does_not_read_records_nothing_new() -> None:
     """A module's private counter, a dict's keys the step does not name, a helper's global counter,
     and a module's private constant tensor (a mask): one program, each call replays it."""

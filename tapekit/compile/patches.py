@@ -28,7 +28,7 @@ from ..tensor import Tensor
 from .errors import CompileError
 from .inputs import Inputs
 from .recorder import Recorder
-from .tracer import Tracer, tracers_in
+from .tracer import Tracer, is_array, tracers_in
 
 
 class _Namespace:
@@ -143,16 +143,16 @@ class Patches:
         def update(opt: Optimizer, model: Module, grads: Gradients) -> None:
             if get_ident() != rec.thread:
                 return real_update(opt, model, grads)
-            before = [(p, p.data) for p in model._origin().parameters()]
+            params = [(p, p.data) for p in model._origin().parameters()]
+            state = {pid: (p, dict(kept)) for pid, (p, kept) in opt._state.items()}
             outer, rec.group, rec.mark = rec.group, ("update", type(opt).__name__), len(rec.steps)
             try:
                 real_update(opt, model, grads)
             finally:
                 rec.group, rec.mark = outer, len(rec.steps)
-            missed = [p for p, _ in before if not self.inputs.holds(p)]
-            if missed or opt not in self.inputs.optimizers:
-                for p, data in before:
-                    p.data = data  # as they were: the call fails
+            missed = [p for p, _ in params if p.id < rec.first_id and not self.inputs.holds(p)]
+            if missed or _older_state(opt, state, self.inputs):
+                _put_back(opt, params, state)
                 raise _not_inputs(rec, opt, missed)
 
         self._swap(Optimizer, "update", update)
@@ -185,9 +185,27 @@ def _recording_emit(real: Callable, rec: Recorder) -> Callable:
     return emit
 
 
+def _older_state(opt: Optimizer, state: dict, inputs: Inputs) -> bool:
+    """Whether ``opt`` is an optimizer made before the call that the call did not find, with state
+    of its own (an array that is not one the recording made): the update wrote tracers into it."""
+    return opt not in inputs.optimizers and any(
+        is_array(v) and type(v) is not Tracer for _, kept in state.values() for v in kept.values())
+
+
+def _put_back(opt: Optimizer, params: list, state: dict) -> None:
+    """The parameters and the optimizer's state as they were before a refused update."""
+    for p, data in params:
+        p.data = data
+    for pid in [pid for pid in opt._state if pid not in state]:
+        del opt._state[pid]
+    for pid, (_, kept) in state.items():
+        opt._state[pid][1].clear()
+        opt._state[pid][1].update(kept)
+
+
 def _not_inputs(rec: Recorder, opt: Optimizer, missed: list) -> CompileError:
     """The error for an optimizer update on parameters, or with an optimizer, the call did not find."""
-    what = f"{len(missed)} parameters (such as {missed[0].label})" if missed else f"a {type(opt).__name__}"
+    what = f"{len(missed)} parameters (such as {missed[0].label})" if missed else f"its optimizer ({type(opt).__name__})"
     fn = rec.fn_name
     return CompileError(
         f"{fn} updates {what} that tk.compile did not find among its inputs, so a replay could not put the new "

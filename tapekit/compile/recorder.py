@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from ..callsite import code_at, place
-from ..ids import _births
+from ..ids import _births, next_id
 from ..reads import CHECKS
 from ..tensor import Tensor
 from .errors import CompileError
@@ -71,6 +71,7 @@ class Recorder:
         self.grad_of: dict[int, int] = {}  # slot of a gradient a backward returned -> its tensor id
         self.info: dict[int, tuple] = {}  # slot -> (record id, op name, input ids, output id)
         self.first_birth = next(_births)  # tapes made before the recording were born earlier
+        self.first_id = next_id()  # and tensors made before it have smaller ids
         self.thread = get_ident()  # the thread that records: calls from others (get_ident() != thread) pass through
 
     def slot(self, value: Any, kind: str) -> Tracer:
