@@ -515,8 +515,10 @@ def test_an_op_that_computes_with_a_tensors_values_is_refused(key) -> None:
     gives 5). Such a read is refused, naming the line; a read that only checks (labels in range)
     is let through (``test_tapekits_own_checks_may_read_values``)."""
     dev = tk.Cpu(default_dtype="float64")
-    calls = {"index": lambda x, i: x[i], "mask": lambda x, i: x[i > 0], "mask made in the step": lambda x, i: x[x > 1.5],
-             "take_along_axis": lambda x, i: tk.take_along_axis(x, i, 0), "repeat counts": lambda x, i: tk.repeat(x, i, 0)}
+    calls = {"index": lambda x, i: x[i], "mask": lambda x, i: x[i > 0],
+             "mask made in the step": lambda x, i: x[x > 1.5],
+             "take_along_axis": lambda x, i: tk.take_along_axis(x, i, 0),
+             "repeat counts": lambda x, i: tk.repeat(x, i, 0)}
     call = calls[key]
     step = tk.compile(lambda x, i: call(x, i).sum())
     with pytest.raises(tk.CompileError, match=r"reads the values of a tensor .*test_compile\.py:\d+"):

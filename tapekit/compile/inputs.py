@@ -306,7 +306,8 @@ class Reach:
         self.read = frozenset(name for _, names, _ in self.globals for name in names)  # attributes' names too
 
     def _follow(self, fn: Any, seen: set, depth: int) -> None:
-        """Note what ``fn`` reads by name, and follow the functions among it (not tapekit's own)."""
+        """Note what ``fn`` reads by name, and follow the functions among it that are the user's
+        own (``_users``), ``_FOLLOWED`` deep."""
         code = getattr(fn, "__code__", None)
         if code is None or id(fn) in seen:
             return

@@ -205,7 +205,8 @@ def _put_back(opt: Optimizer, params: list, state: dict) -> None:
 
 def _not_inputs(rec: Recorder, opt: Optimizer, missed: list) -> CompileError:
     """The error for an optimizer update on parameters, or with an optimizer, the call did not find."""
-    what = f"{len(missed)} parameters (such as {missed[0].label})" if missed else f"its optimizer ({type(opt).__name__})"
+    kind = type(opt).__name__
+    what = f"{len(missed)} parameters (such as {missed[0].label})" if missed else f"an optimizer ({kind})"
     fn = rec.fn_name
     return CompileError(
         f"{fn} updates {what} that tk.compile did not find among its inputs, so a replay could not put the new "
