@@ -888,6 +888,27 @@ def test_a_result_on_a_tape_made_in_the_step_is_returned() -> None:
         assert len(step.history) == 1
 
 
+_ema = None
+
+
+def test_a_name_the_step_binds_to_a_tensor_it_made_is_refused() -> None:
+    """``global ema; ema = ema * 0.5 + x``: the name held a tracer after the recording, and the
+    next replay's error pointed at the generated program. The name gets its array, and the call is
+    refused with what to do."""
+    global _ema
+    dev = tk.Cpu(default_dtype="float64")
+    _ema = dev.tensor([0.0, 0.0])
+
+    def step(x):
+        global _ema
+        _ema = _ema * 0.5 + x
+        return _ema.sum()
+
+    with pytest.raises(tk.CompileError, match=r"step binds _ema to t\d+, a tensor it made"):
+        tk.compile(step)(dev.tensor([1.0, 2.0]))
+    assert type(_ema.data) is np.ndarray and _ema.numpy().tolist() == [1.0, 2.0]
+
+
 def test_tapekits_own_checks_may_read_values() -> None:
     dev = tk.Cpu()
     step = tk.compile(lambda x, y: tk.cross_entropy(x, y))  # checks the label range: a read, allowed
