@@ -888,6 +888,25 @@ def test_a_result_on_a_tape_made_in_the_step_is_returned() -> None:
         assert len(step.history) == 1
 
 
+def test_the_first_calls_result_carries_no_tape_as_a_replays() -> None:
+    """A tensor the step returns on a tape made in the step: the first call returned it on that
+    tape, whose records held tracers (a backward after the call said "while tk.compile records"),
+    while a replay's carries none. Both now carry none, and a backward says so alike."""
+    dev = tk.Cpu(default_dtype="float64")
+    w = dev.tensor([1.0, 2.0])
+
+    def step(x):
+        xt = x.trace(tk.ArcTape())
+        return (xt * w).sum(), xt
+
+    compiled = tk.compile(step)
+    for _ in range(2):
+        loss, xt = compiled(dev.tensor([3.0, 4.0]))
+        assert loss.tape is None and xt.tape is None and loss.item() == 11.0
+        with pytest.raises(tk.BackwardError, match="carries no tape"):
+            loss.backward()
+
+
 _ema = None
 
 
@@ -907,6 +926,71 @@ def test_a_name_the_step_binds_to_a_tensor_it_made_is_refused() -> None:
     with pytest.raises(tk.CompileError, match=r"step binds _ema to t\d+, a tensor it made"):
         tk.compile(step)(dev.tensor([1.0, 2.0]))
     assert type(_ema.data) is np.ndarray and _ema.numpy().tolist() == [1.0, 2.0]
+
+
+def test_a_module_attribute_forward_binds_to_a_tensor_it_made_is_refused() -> None:
+    """A running mean set in ``forward`` (``self.running = self.running * 0.5 + x``) held a tracer
+    after the recording: printing it, or the next replay, raised an error about reading values in
+    the generated program. It gets its array back, and the call is refused with what to do."""
+    dev = tk.Cpu(default_dtype="float64")
+
+    class Norm(tk.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.running = dev.tensor([0.0, 0.0])
+
+        def forward(self, x):
+            self.running = self.running * 0.5 + x.detach()
+            return x - self.running
+
+    norm = Norm()
+
+    def step(x):
+        return norm(x).sum()
+
+    with pytest.raises(tk.CompileError, match=r"step binds norm\.running to t\d+, a tensor it made"):
+        tk.compile(step)(dev.tensor([2.0, 4.0]))
+    assert type(norm.running.data) is np.ndarray and norm.running.numpy().tolist() == [2.0, 4.0]
+
+
+_noise = np.random.default_rng(0)
+
+
+def test_a_draw_from_numpys_own_generators_is_refused() -> None:
+    """A mask drawn with numpy's global functions or a numpy generator the step names was a
+    constant of the program: every replay reused the first call's draw. The device's generator
+    (``dev.rng``, ``nn.Dropout``) is recorded, and draws afresh."""
+    dev = tk.Cpu(seed=0, default_dtype="float64")
+
+    def global_draw(x):
+        return (x * dev.tensor(np.random.rand(3) > 0.5)).sum()
+
+    def named_draw(x):
+        return (x * dev.tensor(_noise.random(3) > 0.5)).sum()
+
+    def device_draw(x):
+        return (x * dev.rand(3)).sum()
+
+    class Masked(tk.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.rng = np.random.default_rng(1)
+
+        def forward(self, x):
+            return x * dev.tensor(self.rng.random(3) > 0.5)
+
+    masked = Masked()
+
+    def module_draw(x):
+        return masked(x).sum()
+
+    for step, name in ((global_draw, "numpy's global random functions"), (named_draw, "_noise"),
+                       (module_draw, r"masked\.rng")):
+        with pytest.raises(tk.CompileError, match=rf"{step.__name__} draws from {name}"):
+            tk.compile(step)(dev.ones(3))
+    compiled = tk.compile(device_draw)
+    draws = {compiled(dev.ones(3)).item() for _ in range(3)}
+    assert len(draws) == 3 and len(compiled.history) == 1
 
 
 def test_tapekits_own_checks_may_read_values() -> None:

@@ -74,6 +74,7 @@ class Inputs:
         self.arg_tensors: list[Tensor] = []  # in the order they were found
         self.devices: dict[int, Device] = {}
         self.optimizers: list[Optimizer] = []
+        self.modules: list[tuple[str, Module]] = []  # (the name it was found by, the module)
         self.grads: list[Gradients] = []
         self.key: list[tuple] = []
         self._seen: set[tuple] = set()
@@ -214,6 +215,7 @@ class Inputs:
             self.devices.setdefault(id(obj), obj)
         elif isinstance(obj, Module):
             origin = obj._origin()
+            self.modules.append((name, origin))
             self.key.append((f"{name} (a {type(obj).__name__})", id(origin), id(obj),
                              tuple(_settings(m, self.held) for m in _modules_of(origin))))
             for pname, p in origin.named_parameters():

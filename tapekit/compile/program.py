@@ -15,8 +15,7 @@ from typing import Any, Callable, Iterator
 
 from ..devices import dtype_name
 from ..gradients import Gradients
-from ..tensor import Tensor
-from .errors import CompileError
+from .guards import drawn, refuse_draws, refuse_rebound
 from .inputs import Inputs, Reach, in_words
 from .patches import RECORDING, Patches
 from .recorder import Recorder
@@ -90,8 +89,10 @@ class Compiled:
         start = time.perf_counter()
         rec = Recorder(self.__name__)
         tracers = _swap_in_tracers(rec, inputs)
+        generators = drawn(self.reach, inputs)
         result, ends, grads_after, warned = self._run_traced(rec, inputs, args, kwargs)
-        _refuse_rebound(self.reach, self.__name__)
+        refuse_rebound(self.reach, inputs, self.__name__)
+        refuse_draws(generators, self.__name__)
         for message, category in warned:
             warnings.warn(message, category, stacklevel=2)
         writes = [(i, end.slot) for i, (t, end) in enumerate(zip(tracers, ends))
@@ -170,20 +171,6 @@ class Compiled:
                          f"replayed {p.calls} time{'s' if p.calls != 1 else ''}")
             lines += [f"      {line}" for line in ([] if p.fused is None else p.fused.summary())]
         return "\n".join(lines) + ">"
-
-
-def _refuse_rebound(reach: Any, fn_name: str) -> None:
-    """A name the step bound to a tensor it made (``global ema; ema = ema * 0.5 + x``) holds a
-    tracer once the recording ends, and a replay binds no name: give it its array, and refuse."""
-    rebound = [(name, t) for name, t, _ in reach.captured() if isinstance(t, Tensor) and type(t.data) is Tracer]
-    for _, t in rebound:
-        t.data = t.data.a
-    if rebound:
-        name, t = rebound[0]
-        raise CompileError(
-            f"{fn_name} binds {name} to {t.label}, a tensor it made; but a replay of {fn_name} is its array calls "
-            f"alone, and binds no Python name, so {name} would keep this call's value. Return the tensor instead, "
-            f"and pass it back in: {name}, loss = {fn_name}(..., {name}).")
 
 
 def _short(value: Any) -> str:

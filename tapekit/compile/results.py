@@ -137,12 +137,14 @@ def _fill(g: Gradients, entries: list, leaves: Any, why: dict, partial: set, out
 
 
 def unwrap_result(value: Any) -> Any:
-    """The first call's result, with the real arrays in place of tracers."""
+    """The first call's result, with the real arrays in place of tracers, and its tensors without
+    the tapes made in the call, as a replay's (whose records hold tracers, and a replay records nothing)."""
     if type(value) is Tracer:
         return value.a
     if isinstance(value, Tensor):
         if type(value.data) is Tracer:
             value.data = value.data.a
+            value._tape = value._record = value._moved_by = None
         return value
     if isinstance(value, Gradients):
         for tid, arr in list(value._arrays.items()):
