@@ -19,7 +19,7 @@ from .tapes import ArcTape, GlobalTape, NoneTape, OwnedTape, Tape, UnionTape
 from .tensor import Tensor
 from .transforms import grad, hessian, hvp, jacobian, vjp
 from . import nn, optim
-from .compile import CompileError, compile  # noqa: A004  (tk.compile shadows the builtin only as tk.compile)
+from .compile import CompileError, FrozenTensorWarning, compile  # noqa: A004  (tk.compile shadows the builtin only as tk.compile)
 
 __version__ = "0.1.0"
 
@@ -36,7 +36,7 @@ def __getattr__(name: str):
 
 __all__ = [
     "Cpu", "Cuda", "Device", "Tensor", "Gradients", "backward", "detect_anomaly", "check_grads", "GradCheck",
-    "explain", "tapes", "nn", "optim", "compile", "CompileError",
+    "explain", "tapes", "nn", "optim", "compile", "CompileError", "FrozenTensorWarning",
     "jvp", "jacfwd", "grad", "vjp", "jacobian", "hessian", "hvp",
     "Tape", "NoneTape", "OwnedTape", "ArcTape", "UnionTape", "GlobalTape",
     "TapekitError", "ShapeError", "AxisError", "IndexingError", "DeviceMismatchError", "DeviceUnavailableError",

@@ -993,6 +993,29 @@ def test_a_draw_from_numpys_own_generators_is_refused() -> None:
     assert len(draws) == 3 and len(compiled.history) == 1
 
 
+def test_a_tensor_made_before_the_call_and_not_found_is_frozen_with_a_warning() -> None:
+    """A tensor the step reaches where tk.compile does not look (a class attribute, a handle traced
+    before the call) is a constant of the program: a replay used its first values, silently, after
+    the caller changed them. The recording now warns, naming the tensor; a found one does not."""
+    dev = tk.Cpu(default_dtype="float64")
+
+    class Holder:
+        scale = dev.tensor([2.0, 2.0], name="scale")
+
+    def step(x):
+        return (x * Holder.scale).sum()
+
+    with pytest.warns(tk.FrozenTensorWarning, match=r"step uses scale, a tensor made before the call"):
+        compiled = tk.compile(step)
+        compiled(dev.ones(2))
+    Holder.scale.data[...] = 3.0  # the caller changes it: a replay keeps the first values, as warned
+    assert compiled(dev.ones(2)).item() == 4.0 and step(dev.ones(2)).item() == 6.0
+    found = dev.tensor([2.0, 2.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tk.compile(lambda x: (x * found).sum())(dev.ones(2))
+
+
 def test_tapekits_own_checks_may_read_values() -> None:
     dev = tk.Cpu()
     step = tk.compile(lambda x, y: tk.cross_entropy(x, y))  # checks the label range: a read, allowed

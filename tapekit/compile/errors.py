@@ -1,5 +1,5 @@
 """The errors of ``tk.compile``: ``fn`` did something a recorded program cannot repeat, or
-``fuse=True`` lacks numba. They live in a module of their own so that the recorder, which raises
+``fuse=True`` lacks numba; and its warning, that a tensor's values are frozen. They live in a module of their own so that the recorder, which raises
 them, and the package, which exports them, both import it without importing each other."""
 
 from __future__ import annotations
@@ -9,6 +9,11 @@ from ..errors import TapekitError
 
 class CompileError(TapekitError):
     """``fn`` did something a recorded program cannot repeat (it read a value while recording)."""
+
+
+class FrozenTensorWarning(UserWarning):
+    """A compiled step uses a tensor made before the call that ``tk.compile`` did not find among its
+    inputs: its values are constants of the program, frozen at the first call's."""
 
 
 class FuseUnavailable(CompileError):

@@ -2,16 +2,19 @@
 it made, and a draw from one of numpy's own generators. A replay is the program's array calls
 alone: it binds no Python name, and it calls only the device's generator (whose draws are steps),
 so either would keep the first call's values. Each is refused with a ``CompileError`` that says
-what to do instead."""
+what to do instead. And what it may use with a warning, checked at each op: a tensor made before
+the call that is not an input, whose values the program holds as constants."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import warnings
+
 import numpy as np
 
 from ..tensor import Tensor
-from .errors import CompileError
+from .errors import CompileError, FrozenTensorWarning
 from .inputs import Inputs, Reach, _modules_of
 from .tracer import Tracer
 
@@ -79,3 +82,24 @@ def _same(a: Any, b: Any) -> bool:
     if isinstance(a, np.ndarray):
         return bool(np.array_equal(a, b))
     return a == b
+
+
+def module_constants(inputs: Inputs) -> set[int]:
+    """The ids of the tensors the step's modules hold that are not parameters (a private mask):
+    constants of the program by design (their owner declared them so), used without a warning."""
+    return {value.id for _, module in inputs.modules for m in _modules_of(module) for value in vars(m).values()
+            if isinstance(value, Tensor)}
+
+
+def warn_frozen(operands: Any, first_id: int, warned: set, fn_name: str) -> None:
+    """Warn of each operand that is a tensor made before the call (an id below ``first_id``) whose
+    storage is not an input (it holds no tracer), once per recording (``warned``: their ids)."""
+    for t in operands:
+        if type(t) is Tensor and t.id < first_id and type(t.data) is not Tracer and t.id not in warned:
+            warned.add(t.id)
+            warnings.warn(
+                f"{fn_name} uses {t.label}, a tensor made before the call that tk.compile did not find among its "
+                f"inputs: its values are constants of the program, and a replay will not see them change. It "
+                f"looks in {fn_name}'s arguments and their defaults, its closure, the globals it names and the "
+                f"attributes it reads of them, and the modules and optimizers found there. If {t.label} changes "
+                f"between calls, pass it to {fn_name} as an argument.", FrozenTensorWarning, stacklevel=2)

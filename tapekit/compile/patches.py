@@ -26,6 +26,7 @@ from ..nn.module import Module
 from ..optim import Optimizer
 from ..tensor import Tensor
 from .errors import CompileError
+from .guards import warn_frozen
 from .inputs import Inputs
 from .recorder import Recorder
 from .tracer import Tracer, is_array, tracers_in
@@ -171,6 +172,7 @@ def _recording_emit(real: Callable, rec: Recorder) -> Callable:
         result = real(name, out, inputs, rules, saved, device, jvp, links)
         if get_ident() != rec.thread:
             return result
+        warn_frozen(inputs, rec.first_id, rec.frozen, rec.fn_name)
         r = result._record
         ids = tuple([getattr(t, "id", None) for t in inputs]) if r is None else r.inputs  # a record has them
         info = (None if r is None else r.id, name, ids, result.id)

@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterator
 
 from ..devices import dtype_name
 from ..gradients import Gradients
-from .guards import drawn, refuse_draws, refuse_rebound
+from .guards import drawn, module_constants, refuse_draws, refuse_rebound
 from .inputs import Inputs, Reach, in_words
 from .patches import RECORDING, Patches
 from .recorder import Recorder
@@ -90,6 +90,7 @@ class Compiled:
         rec = Recorder(self.__name__)
         tracers = _swap_in_tracers(rec, inputs)
         generators = drawn(self.reach, inputs)
+        rec.frozen.update(module_constants(inputs))
         result, ends, grads_after, warned = self._run_traced(rec, inputs, args, kwargs)
         refuse_rebound(self.reach, inputs, self.__name__)
         refuse_draws(generators, self.__name__)
