@@ -19,7 +19,7 @@ from .tapes import ArcTape, GlobalTape, NoneTape, OwnedTape, Tape, UnionTape
 from .tensor import Tensor
 from .transforms import grad, hessian, hvp, jacobian, vjp
 from . import nn, optim
-from .compile import CompileError, FrozenTensorWarning, compile  # noqa: A004  (tk.compile shadows the builtin only as tk.compile)
+from .compile import CompileError, FrozenTensorWarning, RecompileWarning, compile  # noqa: A004  (tk.compile shadows the builtin only as tk.compile)
 
 __version__ = "0.1.0"
 
@@ -36,11 +36,12 @@ def __getattr__(name: str):
 
 __all__ = [
     "Cpu", "Cuda", "Device", "Tensor", "Gradients", "backward", "detect_anomaly", "check_grads", "GradCheck",
-    "explain", "tapes", "nn", "optim", "compile", "CompileError", "FrozenTensorWarning",
+    "explain", "tapes", "nn", "optim", "compile", "CompileError",
     "jvp", "jacfwd", "grad", "vjp", "jacobian", "hessian", "hvp",
     "Tape", "NoneTape", "OwnedTape", "ArcTape", "UnionTape", "GlobalTape",
     "TapekitError", "ShapeError", "AxisError", "IndexingError", "DeviceMismatchError", "DeviceUnavailableError",
     "DTypeError", "InvalidArgumentError", "OperandError", "TapeError", "TapeMovedError", "TapeConsumedError",
     "TapePolicyError", "BackwardError", "SecondOrderError", "NonFiniteError", "MissingGradientError",
     "UnusedParamsError", "ModelFileError", "GradientCheckError", "IncompleteTapeWarning",
+    "FrozenTensorWarning", "RecompileWarning",
 ] + _losses.__all__ + _ops.__all__

@@ -407,6 +407,58 @@ def test_dropout_in_training_and_eval_mode_are_two_programs() -> None:
     assert len(step.history) == 2 and "training" in step.history[1].why
 
 
+def test_why_a_model_or_optimizer_recorded_again_names_the_setting() -> None:
+    """A changed model or optimizer said why in raw key tuples (object ids and nested pairs, cut
+    at 80 characters, so the setting that changed was often cut off). It names the setting, the
+    module that holds it, and the values."""
+    dev = tk.Cpu(seed=0)
+    model = tk.nn.Sequential(tk.nn.Linear(3, 4, device=dev), tk.nn.Dropout(0.5))
+    opt = tk.optim.Sgd(model, lr=0.1)
+
+    def step(x):
+        loss = model(x.trace(tk.OwnedTape(model.alloc_grads()))).sum()
+        opt.update(model, loss.backward())
+        return loss
+
+    compiled = tk.compile(step)
+    x = dev.ones((2, 3))
+    compiled(x)
+    model.eval()
+    compiled(x)
+    model.train()
+    model[1].p = 0.25
+    compiled(x)
+    opt.lr = 0.05
+    compiled(x)
+    whys = [p.why for p in compiled.history[1:]]
+    assert whys == ["model (a Sequential) changed: training True -> False in it and its 2 modules",
+                    "model (a Sequential) changed: training False -> True in it and its 2 modules; "
+                    "p 0.5 -> 0.25 in its module 2 (a Dropout)",
+                    "opt (a Sgd) changed: lr 0.1 -> 0.05"]
+
+
+def test_a_step_that_records_again_and_again_warns_once() -> None:
+    """A setting changed at every call (a learning rate set each step) recorded a program per call,
+    each an eager run and a build, without a word. The eighth recording warns, naming why."""
+    dev = tk.Cpu(seed=0)
+    model = tk.nn.Linear(3, 1, device=dev)
+    opt = tk.optim.Sgd(model, lr=0.1)
+
+    def step(x):
+        opt.update(model, model(x.trace(tk.OwnedTape(model.alloc_grads()))).sum().backward())
+
+    compiled = tk.compile(step)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for i in range(10):
+            opt.lr = 0.1 / (i + 1)
+            compiled(dev.ones((2, 3)))
+    found = [w for w in caught if w.category is tk.RecompileWarning]
+    assert len(compiled.history) == 10 and len(found) == 1
+    assert str(found[0].message).startswith(
+        "step has recorded 8 programs, the last because of opt (a Sgd) changed: lr 0.014285714285714287 -> 0.0125. ")
+
+
 # -- what a recording refuses --------------------------------------------------------------------------------
 @pytest.mark.parametrize("read", ["float", "item", "bool", "if"])
 def test_reading_a_value_while_recording_names_the_line(read) -> None:

@@ -216,14 +216,15 @@ class Inputs:
         elif isinstance(obj, Module):
             origin = obj._origin()
             self.modules.append((name, origin))
-            self.key.append((f"{name} (a {type(obj).__name__})", id(origin), id(obj),
-                             tuple(_settings(m, self.held) for m in _modules_of(origin))))
+            self.key.append((f"{name} (a {type(obj).__name__})", "module", id(origin), id(obj),
+                             tuple((type(m).__name__, _settings(m, self.held)) for m in _modules_of(origin))))
             for pname, p in origin.named_parameters():
                 self.param_names.setdefault(p.id, pname)
                 self._tensor(p, f"parameter {pname}")
         elif isinstance(obj, Optimizer):
             self.optimizers.append(obj)
-            self.key.append((f"{name} (a {type(obj).__name__})", id(obj), _settings(obj, self.held)))
+            self.key.append((f"{name} (a {type(obj).__name__})", "optimizer", id(obj),
+                             (("", _settings(obj, self.held)),)))
             for pid, (p, state) in obj._state.items():
                 pname = self.param_names.get(p.id, label(p.id))
                 self._tensor(p, f"parameter {pname}")
@@ -239,6 +240,39 @@ def _plain_key(value: Any) -> tuple:
     """A plain value in a call's key: its type and value; a float by its text, since 0.0 and -0.0
     are equal numbers that compute differently (1 / x), and NaN equals nothing."""
     return type(value).__name__, _Text(repr(value)) if isinstance(value, float) else value
+
+
+def settings_changed(before: tuple, now: tuple) -> str:
+    """What changed between two keys of a model or an optimizer (``("module" or "optimizer", ids...,
+    ((type name, settings) for it and each of its modules))``), in words: each setting, where, and
+    its values (``p 0.5 -> 0.25 in its module 2 (a Dropout)``)."""
+    if before[:-1] != now[:-1] or len(before[-1]) != len(now[-1]):
+        return "another object"
+    where: dict[tuple, list[int]] = {}  # (setting, before, now) -> the modules where it changed so
+    for i, ((_, old), (_, new)) in enumerate(zip(before[-1], now[-1])):
+        old_values, new_values = {k: v for k, *v in old}, {k: v for k, *v in new}
+        for k in dict.fromkeys([*old_values, *new_values]):
+            change = (k, _value_text(old_values.get(k)), _value_text(new_values.get(k)))
+            if change[1] != change[2]:
+                where.setdefault(change, []).append(i)
+    count = len(now[-1])
+    parts = []
+    for (k, old, new), places in where.items():
+        if count == 1:
+            at = ""
+        elif len(places) == count:
+            at = f" in it and its {count - 1} module{'s' if count > 2 else ''}"
+        else:
+            at = " in " + ", ".join("it" if i == 0 else f"its module {i} (a {now[-1][i][0]})" for i in places)
+        parts.append(f"{k} {old} -> {new}{at}")
+    return "; ".join(parts)
+
+
+def _value_text(value: list | None) -> str:
+    """A setting's value in a key (``_settings``: its type and value, an array's id, or the mode), in words."""
+    if value is None:
+        return "unset"
+    return f"array at {value[1]:#x}" if value[0] == "array at" else str(value[-1])
 
 
 class _Text(str):

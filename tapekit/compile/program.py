@@ -15,13 +15,17 @@ from typing import Any, Callable, Iterator
 
 from ..devices import dtype_name
 from ..gradients import Gradients
+from .errors import RecompileWarning
 from .guards import drawn, module_constants, refuse_draws, refuse_rebound
-from .inputs import Inputs, Reach, in_words
+from .inputs import Inputs, Reach, in_words, settings_changed
 from .patches import RECORDING, Patches
 from .recorder import Recorder
 from .results import build_result, renumber, result_template, unwrap_result
 from .source import Built, generate
 from .tracer import Tracer
+
+
+RECORDINGS_BEFORE_WARNING = 8  # as torch.compile's recompile limit: a step past it warns, once
 
 
 class Program:
@@ -111,6 +115,13 @@ class Compiled:
         self.programs[inputs.frozen] = program
         self.history.append(program)
         self.last = program
+        if len(self.history) == RECORDINGS_BEFORE_WARNING:
+            warnings.warn(
+                f"{self.__name__} has recorded {len(self.history)} programs, the last because of {program.why}. Each "
+                f"recording runs {self.__name__} eagerly and builds a program ({program.first_seconds * 1e3:.1f} ms this "
+                f"time): something in its key changes from call to call. repr({self.__name__}) says why each was "
+                f"recorded: keep that fixed between calls, or make it a tensor argument (its values are not part of "
+                f"the key).", RecompileWarning, stacklevel=4)
         return unwrap_result(result)
 
     def _run_traced(self, rec: Recorder, inputs: Inputs, args: tuple, kwargs: dict) -> tuple:
@@ -139,6 +150,8 @@ class Compiled:
             if name not in before:
                 return f"{in_words(name)} is new"
             if before[name] != value:
+                if value[0] in ("module", "optimizer"):
+                    return f"{in_words(name)} changed: {settings_changed(before[name][1:], value[1:])}"
                 return f"{in_words(name)} changed: {_short(before[name])} -> {_short(value)}"
         gone = [in_words(name) for name in before if name not in now]
         return f"{gone[0]} is gone" if gone else "its inputs changed"
