@@ -14,13 +14,13 @@ from typing import Any
 
 import numpy as np
 
-from .errors import DTypeError, IndexingError, InvalidArgumentError, ShapeError, checked_number
+from .errors import DTypeError, InvalidArgumentError, ShapeError, checked_number
 from .devices import dtype_name, is_floating, is_integer
 from .ops import where
 from .ops.core import ELEMENTWISE, emit
 from .ops.elementwise import stable_sigmoid
 from .ops.reduce import stable_log_softmax
-from .ops.shape import device_array, value_range
+from .ops.shape import device_array, refuse_out_of_range
 from .tensor import Tensor
 
 __all__ = ["mse_loss", "cross_entropy", "nll_loss", "binary_cross_entropy_with_logits"]
@@ -208,8 +208,6 @@ def _label_mask(logits: Tensor, index: Any, loss: str, what: str = "logits") -> 
         raise ShapeError(f"{loss}: labels of shape {tuple(index.shape)} do not fit {what} of shape {logits.shape}; "
                          f"the {what} need a class axis last and the labels the shape of the other axes")
     classes = logits.shape[-1]
-    low, high = value_range(index, device)
-    if low < 0 or high >= classes:
-        raise IndexingError(f"{loss}: labels range from {low} to {high}, but the {what} have {classes} "
-                            f"classes (valid labels: 0 to {classes - 1})")
+    refuse_out_of_range(index, classes, device, f"{loss}: labels range from {{low}} to {{high}}, but the {what} have "
+                                                f"{classes} classes (valid labels: 0 to {classes - 1})")
     return index[..., None] == device.xp.arange(classes, **device._placement())

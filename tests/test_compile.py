@@ -1075,6 +1075,28 @@ def test_tapekits_own_checks_may_read_values() -> None:
     assert same(step(x, y), tk.cross_entropy(x, y))
 
 
+def test_labels_out_of_range_are_refused_at_every_call() -> None:
+    """The label check ran on the first call's labels only: a replay with a label past the classes
+    gave a loss without that example's term (the one-hot row of zeros), where eager raises; so did
+    Embedding's check of its indices. The check is now a line of the program, and a replay raises
+    as eager does."""
+    dev = tk.Cpu(default_dtype="float64")
+    x = dev.randn((2, 3))
+    for loss in (tk.cross_entropy, tk.nll_loss):
+        step = tk.compile(lambda x, y: loss(x, y))
+        assert same(step(x, dev.tensor(np.array([0, 2]))), loss(x, dev.tensor(np.array([0, 2]))))
+        for bad in ([0, 3], [-1, 1]):
+            with pytest.raises(tk.IndexingError, match=r"labels range from -?\d to \d, but the .* have 3 classes"):
+                step(x, dev.tensor(np.array(bad)))
+        assert len(step.history) == 1 and "refuse_out_of_range" in step.source
+    embed = tk.nn.Embedding(3, 2, device=dev)
+    step = tk.compile(lambda i: embed(i).sum())
+    step(dev.tensor(np.array([0, 2])))
+    for bad in ([0, 3], [-1, 1]):  # -1 picked a row's last value and the next row's first: a wrong sum
+        with pytest.raises(tk.IndexingError, match=r"Embedding: indices range from -?\d to \d, but it has 3 rows"):
+            step(dev.tensor(np.array(bad)))
+
+
 # -- optimizers ------------------------------------------------------------------------------------------------
 def test_a_compiled_update_lands_in_the_models_tensors() -> None:
     dev = tk.Cpu(seed=0, default_dtype="float64")

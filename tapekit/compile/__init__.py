@@ -36,16 +36,17 @@ tensor, an argument or one the step reaches by name, to have each call read it. 
 of the key: Python that reads a value while recording (``float(t)``, ``t.item()``, ``if t > 0:``)
 raises a ``CompileError`` that names the line, and so does an op that computes with a tensor's
 values on the host (``t[i]`` with a tensor or mask ``i``: index with a numpy array or a list
-instead; ``nn.Embedding`` finds its rows on the device and compiles). tapekit's own checks of values
-(labels in range, ``tk.detect_anomaly``) run on the first call's values only. A result recorded on a
-tape made before the call (a traced argument, a GlobalTape block around it) is refused: trace and
-run the backward inside the step. The tensors it returns carry no tape, on the first call as on a
-replay (which records nothing): a backward after the call has nothing to run. Random draws
-(Dropout's masks) are calls of the device's generator in the program, so every call draws afresh; a
-draw from numpy's own generators (its global functions, a generator the step names or a module
-holds) is refused with a CompileError, since a replay would reuse it (a generator made inside the
-step is not seen: its draws are frozen). So is a name the step binds to a tensor it made (a global,
-a module's attribute set in ``forward``): a replay binds no name.
+instead; ``nn.Embedding`` finds its rows on the device and compiles). tapekit's check that labels
+and indices are in range is a line of the program, run at every call; its other checks of values
+(``tk.detect_anomaly``, no negative integer power) run on the first call's values only. A result
+recorded on a tape made before the call (a traced argument, a GlobalTape block around it) is
+refused: trace and run the backward inside the step. The tensors it returns carry no tape, on the
+first call as on a replay (which records nothing): a backward after the call has nothing to run.
+Random draws (Dropout's masks) are calls of the device's generator in the program, so every call
+draws afresh; a draw from numpy's own generators (its global functions, a generator the step names
+or a module holds) is refused with a CompileError, since a replay would reuse it (a generator made
+inside the step is not seen: its draws are frozen). So is a name the step binds to a tensor it made
+(a global, a module's attribute set in ``forward``): a replay binds no name.
 """
 
 from __future__ import annotations

@@ -12,9 +12,9 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..devices import Device, dtype_name, is_integer
-from ..errors import DTypeError, IndexingError, InvalidArgumentError, checked_number
+from ..errors import DTypeError, InvalidArgumentError, checked_number
 from ..ops.core import emit, same
-from ..ops.shape import device_array, take_flat, value_range
+from ..ops.shape import device_array, refuse_out_of_range, take_flat
 from ..tensor import Tensor
 from .module import Module, branch, device_or_default
 
@@ -64,12 +64,10 @@ class Embedding(Module):
         if not is_integer(index.dtype):
             raise DTypeError(f"Embedding takes integer indices, got dtype {dtype_name(index.dtype)}; make them with "
                              f"an integer dtype, e.g. dev.tensor(np.array([...]), dtype='int64')")
-        low, high = value_range(index, self.weight.device)
-        if low < 0 or high >= self.num_embeddings:
-            rows = self.num_embeddings
-            raise IndexingError(f"Embedding: indices range from {low} to {high}, but it has {rows} rows (valid: 0 to "
-                                f"{rows - 1}); a negative index does not count from the end here")
-        device = self.weight.device
+        device, rows = self.weight.device, self.num_embeddings
+        refuse_out_of_range(index, rows, device, f"Embedding: indices range from {{low}} to {{high}}, but it has "
+                                                 f"{rows} rows (valid: 0 to {rows - 1}); a negative index does not "
+                                                 f"count from the end here")
         xp = device.xp  # each picked row's positions in the weight flattened, made on the device (never read)
         rows = xp.reshape(xp.astype(index, xp.int64), (-1, 1))  # int64: uint8 rows times dim would wrap
         flat = xp.reshape(rows * self.dim + xp.arange(self.dim, dtype=xp.int64, **device._placement()), (-1,))

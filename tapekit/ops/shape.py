@@ -15,7 +15,7 @@ from ..devices import device_array_as_is, dtype_name
 from ..errors import (AxisError, DeviceMismatchError, DTypeError, IndexingError, InvalidArgumentError, OperandError,
                       ShapeError)
 from ..ids import label
-from ..reads import only_checks
+from ..reads import each_call
 from ..tensor import Tensor
 from .core import (ELEMENTWISE, LINEAR, broadcast_shape, check_devices, emit, linear, normalize_axes, same, unary,
                    where_false, where_true)
@@ -531,14 +531,16 @@ def device_array(key: Any, device: Any, what: str) -> Any:
     return key.data
 
 
-@only_checks
-def value_range(index: Any, device: Any) -> tuple[int, int]:
-    """The smallest and largest value of an integer array (two scalars read from the device);
-    ``(0, -1)`` when it is empty. For checks only (labels in range)."""
+@each_call
+def refuse_out_of_range(index: Any, count: int, device: Any, message: str) -> None:
+    """``IndexingError`` unless each value of the integer array ``index`` is from 0 to ``count - 1``:
+    ``message`` with the values' ``{low}`` and ``{high}`` filled in (two scalars read from the device)."""
     if not index.size:
-        return 0, -1
+        return
     xp = device.xp
-    return int(xp.min(index)), int(xp.max(index))
+    low, high = int(xp.min(index)), int(xp.max(index))
+    if low < 0 or high >= count:
+        raise IndexingError(message.format(low=low, high=high))
 
 
 def _tensors(tensors: Sequence[Any], op: str) -> list[Tensor]:
