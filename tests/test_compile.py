@@ -8,6 +8,7 @@ import contextlib
 import ctypes
 import functools
 import gc
+import math
 import importlib.util
 import re
 import sys
@@ -431,6 +432,19 @@ def test_why_a_model_or_optimizer_recorded_again_names_the_setting() -> None:
     opt.lr = 0.05
     compiled(x)
     whys = [p.why for p in compiled.history[1:]]
+    layers = tk.nn.Sequential(tk.nn.Linear(3, 3, device=dev), tk.nn.ReLU())
+    other = tk.compile(lambda x, space: layers(x).sum())
+    for change in (lambda: None, lambda: layers.layers.__setitem__(1, tk.nn.Tanh()),
+                   lambda: layers.layers.append(tk.nn.Tanh()),
+                   lambda: setattr(layers.layers[0], "out_features", np.int64(3))):
+        change()
+        other(x, np)
+    other(x, math)  # a Python module as an argument: keyed by identity, as any object
+    assert [p.why for p in other.history[1:]] == [
+        "layers (a Sequential) changed: its module 2 is a Tanh, where it was a ReLU",
+        "layers (a Sequential) changed: it holds 3 modules, where it held 2",
+        "layers (a Sequential) changed: out_features int 3 -> int64 3 in its module 1 (a Linear)",
+        f"argument space changed: module {id(np)} -> module {id(math)}"]
     assert whys == ["model (a Sequential) changed: training True -> False in it and its 2 modules",
                     "model (a Sequential) changed: training False -> True in it and its 2 modules; "
                     "p 0.5 -> 0.25 in its module 2 (a Dropout)",
@@ -454,7 +468,7 @@ def test_a_step_that_records_again_and_again_warns_once() -> None:
             opt.lr = 0.1 / (i + 1)
             compiled(dev.ones((2, 3)))
     found = [w for w in caught if w.category is tk.RecompileWarning]
-    assert len(compiled.history) == 10 and len(found) == 1
+    assert len(compiled.history) == 10 and len(found) == 1 and Path(found[0].filename).name == "test_compile.py"
     assert str(found[0].message).startswith(
         "step has recorded 8 programs, the last because of opt (a Sgd) changed: lr 0.014285714285714287 -> 0.0125. ")
 
@@ -1004,6 +1018,25 @@ def test_a_module_attribute_forward_binds_to_a_tensor_it_made_is_refused() -> No
         tk.compile(step)(dev.tensor([2.0, 4.0]))
     assert type(norm.running.data) is np.ndarray and norm.running.numpy().tolist() == [2.0, 4.0]
 
+    class Last(tk.nn.Module):  # a private attribute, and a list the step appends to
+        def forward(self, x):
+            self._last = x * 2
+            return self._last
+
+    last, history = Last(), []
+
+    def private(x):
+        return last(x).sum()
+
+    def appended(x):
+        history.append(x * 2)
+        return x.sum()
+
+    for step, name in ((private, r"last\._last"), (appended, r"history\[0\]")):
+        with pytest.raises(tk.CompileError, match=rf"{step.__name__} binds {name} to t\d+, a tensor it made"):
+            tk.compile(step)(dev.tensor([2.0, 4.0]))
+    assert type(last._last.data) is np.ndarray and type(history[0].data) is np.ndarray
+
 
 _noise = np.random.default_rng(0)
 
@@ -1036,13 +1069,38 @@ def test_a_draw_from_numpys_own_generators_is_refused() -> None:
     def module_draw(x):
         return masked(x).sum()
 
-    for step, name in ((global_draw, "numpy's global random functions"), (named_draw, "_noise"),
-                       (module_draw, r"masked\.rng")):
+    def passed_draw(x, gen):
+        return (x * dev.tensor(gen.random(3) > 0.5)).sum()
+
+    for step, name in ((global_draw, r"numpy's global generator \(np\.random\.rand\) while tk\.compile records it "
+                                     r"at .*test_compile\.py:\d+: `return \(x \* dev\.tensor\(np\.random\.rand"),
+                       (named_draw, "_noise"), (module_draw, r"masked\.rng"), (passed_draw, "an argument")):
         with pytest.raises(tk.CompileError, match=rf"{step.__name__} draws from {name}"):
-            tk.compile(step)(dev.ones(3))
+            tk.compile(step)(dev.ones(3), *([np.random.default_rng(2)] if step is passed_draw else []))
     compiled = tk.compile(device_draw)
     draws = {compiled(dev.ones(3)).item() for _ in range(3)}
     assert len(draws) == 3 and len(compiled.history) == 1
+
+
+def test_the_devices_own_generator_and_other_threads_draws_are_not_refused() -> None:
+    """The device's generator kept under another name (``self.rng = dev.rng``) advanced with
+    Dropout's recorded draws, and a draw from numpy's global functions in another thread changed
+    the global state while a call recorded: both were refused as draws of the step."""
+    dev = tk.Cpu(seed=0, default_dtype="float64")
+
+    class Trainer:
+        def __init__(self) -> None:
+            self.rng = dev.rng  # for sampling batches, outside the step
+            self.model = tk.nn.Sequential(tk.nn.Linear(3, 4, device=dev), tk.nn.Dropout(0.5))
+
+        def step(self, x):
+            worker = threading.Thread(target=np.random.rand, args=(3,))
+            worker.start()
+            worker.join()
+            return self.model(x).sum()
+
+    step = tk.compile(Trainer().step)
+    assert len({step(dev.ones((8, 3))).item() for _ in range(3)}) == 3 and len(step.history) == 1
 
 
 def test_a_tensor_made_before_the_call_and_not_found_is_frozen_with_a_warning() -> None:
@@ -1057,15 +1115,27 @@ def test_a_tensor_made_before_the_call_and_not_found_is_frozen_with_a_warning() 
     def step(x):
         return (x * Holder.scale).sum()
 
-    with pytest.warns(tk.FrozenTensorWarning, match=r"step uses scale, a tensor made before the call"):
+    with pytest.warns(tk.FrozenTensorWarning, match=r"step uses scale, a tensor made before the call") as caught:
         compiled = tk.compile(step)
         compiled(dev.ones(2))
+    assert [Path(w.filename).name for w in caught] == ["test_compile.py"]  # the caller's line, not tapekit's
     Holder.scale.data[...] = 3.0  # the caller changes it: a replay keeps the first values, as warned
-    assert compiled(dev.ones(2)).item() == 4.0 and step(dev.ones(2)).item() == 6.0
-    found = dev.tensor([2.0, 2.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # warned once, when recorded: not again at each replay
+        assert compiled(dev.ones(2)).item() == 4.0 and step(dev.ones(2)).item() == 6.0
+
+    class Masked(tk.nn.Module):
+        def __init__(self) -> None:
+            self._masks = [dev.tensor([1.0, 0.0])]  # a module's own constants, in a list
+
+        def forward(self, x):
+            return x * self._masks[0]
+
+    found, masked = dev.tensor([2.0, 2.0]), Masked()
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         tk.compile(lambda x: (x * found).sum())(dev.ones(2))
+        tk.compile(lambda x: masked(x).sum())(dev.ones(2))
 
 
 def test_tapekits_own_checks_may_read_values() -> None:

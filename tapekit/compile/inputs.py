@@ -63,6 +63,9 @@ def in_words(what: Any) -> str:
     return str(what)
 
 
+MODULE, OPTIMIZER = "<module>", "<optimizer>"  # the marks of a model's and an optimizer's keys (no type is named so)
+
+
 class Inputs:
     """The inputs of one call, found from what its step function reaches (``reach``): the cells
     that hold arrays, the devices, and the key of the call (everything a program is fixed to:
@@ -216,14 +219,14 @@ class Inputs:
         elif isinstance(obj, Module):
             origin = obj._origin()
             self.modules.append((name, origin))
-            self.key.append((f"{name} (a {type(obj).__name__})", "module", id(origin), id(obj),
+            self.key.append((f"{name} (a {type(obj).__name__})", MODULE, id(origin), id(obj),
                              tuple((type(m).__name__, _settings(m, self.held)) for m in _modules_of(origin))))
             for pname, p in origin.named_parameters():
                 self.param_names.setdefault(p.id, pname)
                 self._tensor(p, f"parameter {pname}")
         elif isinstance(obj, Optimizer):
             self.optimizers.append(obj)
-            self.key.append((f"{name} (a {type(obj).__name__})", "optimizer", id(obj),
+            self.key.append((f"{name} (a {type(obj).__name__})", OPTIMIZER, id(obj),
                              (("", _settings(obj, self.held)),)))
             for pid, (p, state) in obj._state.items():
                 pname = self.param_names.get(p.id, label(p.id))
@@ -243,19 +246,24 @@ def _plain_key(value: Any) -> tuple:
 
 
 def settings_changed(before: tuple, now: tuple) -> str:
-    """What changed between two keys of a model or an optimizer (``("module" or "optimizer", ids...,
+    """What changed between two keys of a model or an optimizer (``(MODULE or OPTIMIZER, ids...,
     ((type name, settings) for it and each of its modules))``), in words: each setting, where, and
-    its values (``p 0.5 -> 0.25 in its module 2 (a Dropout)``)."""
-    if before[:-1] != now[:-1] or len(before[-1]) != len(now[-1]):
+    its values (``p 0.5 -> 0.25 in its module 2 (a Dropout)``), or the module that is another."""
+    if before[:-1] != now[:-1]:
         return "another object"
+    kinds_before, kinds_now = [kind for kind, _ in before[-1]], [kind for kind, _ in now[-1]]
+    if len(kinds_before) != len(kinds_now):
+        return f"it holds {len(kinds_now) - 1} modules, where it held {len(kinds_before) - 1}"
+    for i, (was, is_now) in enumerate(zip(kinds_before, kinds_now)):
+        if was != is_now:
+            return f"its module {i} is a {is_now}, where it was a {was}"
     where: dict[tuple, list[int]] = {}  # (setting, before, now) -> the modules where it changed so
     for i, ((_, old), (_, new)) in enumerate(zip(before[-1], now[-1])):
         old_values, new_values = {k: v for k, *v in old}, {k: v for k, *v in new}
         for k in dict.fromkeys([*old_values, *new_values]):
-            change = (k, _value_text(old_values.get(k)), _value_text(new_values.get(k)))
-            if change[1] != change[2]:
-                where.setdefault(change, []).append(i)
-    count = len(now[-1])
+            if old_values.get(k) != new_values.get(k):
+                where.setdefault((k, *_values_text(old_values.get(k), new_values.get(k))), []).append(i)
+    count = len(kinds_now)
     parts = []
     for (k, old, new), places in where.items():
         if count == 1:
@@ -263,13 +271,21 @@ def settings_changed(before: tuple, now: tuple) -> str:
         elif len(places) == count:
             at = f" in it and its {count - 1} module{'s' if count > 2 else ''}"
         else:
-            at = " in " + ", ".join("it" if i == 0 else f"its module {i} (a {now[-1][i][0]})" for i in places)
+            at = " in " + ", ".join("it" if i == 0 else f"its module {i} (a {kinds_now[i]})" for i in places)
         parts.append(f"{k} {old} -> {new}{at}")
-    return "; ".join(parts)
+    return "; ".join(parts) or "its settings changed"
+
+
+def _values_text(old: list | None, new: list | None) -> tuple[str, str]:
+    """A setting's values before and after (``_settings``: its type and value, an array's id, or the
+    mode), in words; with their types where the values read alike (``int 3 -> int64 3``)."""
+    texts = [_value_text(old), _value_text(new)]
+    if texts[0] == texts[1] and old is not None and new is not None:
+        texts = [f"{old[0]} {texts[0]}", f"{new[0]} {texts[1]}"]
+    return texts[0], texts[1]
 
 
 def _value_text(value: list | None) -> str:
-    """A setting's value in a key (``_settings``: its type and value, an array's id, or the mode), in words."""
     if value is None:
         return "unset"
     return f"array at {value[1]:#x}" if value[0] == "array at" else str(value[-1])

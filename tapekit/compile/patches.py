@@ -26,7 +26,7 @@ from ..nn.module import Module
 from ..optim import Optimizer
 from ..tensor import Tensor
 from .errors import CompileError
-from .guards import warn_frozen
+from .guards import GLOBAL_DRAWS, frozen, refuse_global_draw
 from .inputs import Inputs
 from .recorder import Recorder
 from .tracer import Tracer, is_array, tracers_in
@@ -91,6 +91,7 @@ class Patches:
         self._emit()
         self._backward()
         self._update()
+        self._numpy_random()
         return self
 
     def _swap(self, obj: Any, attr: str, value: Any) -> None:
@@ -158,6 +159,19 @@ class Patches:
 
         self._swap(Optimizer, "update", update)
 
+    def _numpy_random(self) -> None:
+        """numpy's global random functions: a draw from the recording thread is refused, at its line."""
+        rec = self.rec
+        for name in GLOBAL_DRAWS:
+            real = getattr(np.random, name)
+
+            def draw(*args: Any, _name: str = name, _real: Callable = real, **kw: Any) -> Any:
+                if get_ident() == rec.thread:
+                    raise refuse_global_draw(_name, rec.fn_name)
+                return _real(*args, **kw)
+
+            self._swap(np.random, name, draw)
+
     def __exit__(self, *exc: Any) -> None:
         for obj, attr, value, had in reversed(self.undo):
             if had:
@@ -172,7 +186,7 @@ def _recording_emit(real: Callable, rec: Recorder) -> Callable:
         result = real(name, out, inputs, rules, saved, device, jvp, links)
         if get_ident() != rec.thread:
             return result
-        warn_frozen(inputs, rec.first_id, rec.frozen, rec.fn_name)
+        frozen(inputs, rec.first_id, rec.frozen)
         r = result._record
         ids = tuple([getattr(t, "id", None) for t in inputs]) if r is None else r.inputs  # a record has them
         info = (None if r is None else r.id, name, ids, result.id)

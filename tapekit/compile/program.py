@@ -16,8 +16,8 @@ from typing import Any, Callable, Iterator
 from ..devices import dtype_name
 from ..gradients import Gradients
 from .errors import RecompileWarning
-from .guards import drawn, module_constants, refuse_draws, refuse_rebound
-from .inputs import Inputs, Reach, in_words, settings_changed
+from .guards import drawn, module_constants, refuse_draws, refuse_rebound, warn_frozen
+from .inputs import MODULE, OPTIMIZER, Inputs, Reach, in_words, settings_changed
 from .patches import RECORDING, Patches
 from .recorder import Recorder
 from .results import build_result, renumber, result_template, unwrap_result
@@ -79,7 +79,7 @@ class Compiled:
         for g, (entries, slots, meta) in zip(inputs.grads, program.grads):
             _refill(g, entries, iter(slots), meta, outs)
         for message, category in program.warned:
-            warnings.warn(message, category, stacklevel=2)
+            warnings.warn(message, category, stacklevel=3)  # at the caller's line: _call, __call__
         return build_result(program.results[0], outs, program.results[1], inputs.arg_tensors)
 
     # -- recording -------------------------------------------------------------------------------------
@@ -94,12 +94,13 @@ class Compiled:
         rec = Recorder(self.__name__)
         tracers = _swap_in_tracers(rec, inputs)
         generators = drawn(self.reach, inputs)
-        rec.frozen.update(module_constants(inputs))
+        rec.frozen = dict.fromkeys(module_constants(inputs))
         result, ends, grads_after, warned = self._run_traced(rec, inputs, args, kwargs)
-        refuse_rebound(self.reach, inputs, self.__name__)
+        refuse_rebound(self.reach, inputs, lambda a: type(a) is Tracer and a.rec is rec, self.__name__)
         refuse_draws(generators, self.__name__)
+        warn_frozen(rec.frozen, self.__name__)
         for message, category in warned:
-            warnings.warn(message, category, stacklevel=2)
+            warnings.warn(message, category, stacklevel=5)  # at the caller's line: _recorded, _record, _call, __call__
         writes = [(i, end.slot) for i, (t, end) in enumerate(zip(tracers, ends))
                   if type(end) is Tracer and end is not t]
         template, outputs = result_template(result, inputs.arg_tensors, self.__name__, rec.first_birth)
@@ -121,7 +122,7 @@ class Compiled:
                 f"recording runs {self.__name__} eagerly and builds a program ({program.first_seconds * 1e3:.1f} ms this "
                 f"time): something in its key changes from call to call. repr({self.__name__}) says why each was "
                 f"recorded: keep that fixed between calls, or make it a tensor argument (its values are not part of "
-                f"the key).", RecompileWarning, stacklevel=4)
+                f"the key).", RecompileWarning, stacklevel=5)
         return unwrap_result(result)
 
     def _run_traced(self, rec: Recorder, inputs: Inputs, args: tuple, kwargs: dict) -> tuple:
@@ -150,7 +151,7 @@ class Compiled:
             if name not in before:
                 return f"{in_words(name)} is new"
             if before[name] != value:
-                if value[0] in ("module", "optimizer"):
+                if value[0] in (MODULE, OPTIMIZER):
                     return f"{in_words(name)} changed: {settings_changed(before[name][1:], value[1:])}"
                 return f"{in_words(name)} changed: {_short(before[name])} -> {_short(value)}"
         gone = [in_words(name) for name in before if name not in now]
