@@ -19,7 +19,8 @@ from .tapes import ArcTape, GlobalTape, NoneTape, OwnedTape, Tape, UnionTape
 from .tensor import Tensor
 from .transforms import grad, hessian, hvp, jacobian, vjp
 from . import nn, optim
-from .compile import CompileError, FrozenTensorWarning, RecompileWarning, compile  # noqa: A004  (tk.compile shadows the builtin only as tk.compile)
+from .compile import CompileError, FrozenTensorWarning, RecompileWarning
+from .compile import compile  # noqa: A004  (tk.compile shadows the builtin only as tk.compile)
 
 __version__ = "0.1.0"
 

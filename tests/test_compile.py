@@ -5,6 +5,7 @@ while recording; Dropout draws afresh; an optimizer's update lands in the model.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import ctypes
 import functools
 import gc
@@ -471,6 +472,29 @@ def test_a_step_that_records_again_and_again_warns_once() -> None:
     assert len(compiled.history) == 10 and len(found) == 1 and Path(found[0].filename).name == "test_compile.py"
     assert str(found[0].message).startswith(
         "step has recorded 8 programs, the last because of opt (a Sgd) changed: lr 0.014285714285714287 -> 0.0125. ")
+
+
+@dataclasses.dataclass
+class _Batch:
+    x: tk.Tensor
+    y: tk.Tensor
+    weight: float = 1.0
+
+
+def test_tensors_in_a_dataclass_argument_are_inputs() -> None:
+    """A batch passed as a dataclass was keyed by the object's identity: every call recorded again,
+    and each recording warned that its tensors were frozen. Its fields are walked as an argument's
+    list or dict is: its tensors are inputs, its numbers part of the key."""
+    dev = tk.Cpu(seed=0, default_dtype="float64")
+    model = tk.nn.Linear(3, 1, device=dev)
+    step = tk.compile(lambda b: tk.mse_loss(model(b.x), b.y) * b.weight)
+    rng = np.random.default_rng(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for weight in (1.0, 1.0, 2.0, 2.0):
+            batch = _Batch(dev.tensor(rng.standard_normal((4, 3))), dev.tensor(rng.standard_normal((4, 1))), weight)
+            assert same(step(batch), tk.mse_loss(model(batch.x), batch.y) * weight)
+    assert len(step.history) == 2 and step.history[1].why == "argument b.weight changed: float 1.0 -> float 2.0"
 
 
 # -- what a recording refuses --------------------------------------------------------------------------------

@@ -24,30 +24,30 @@ of ``self`` or of an object the step names, a dict's value under a key the code 
 training modes and public settings and optimizers' settings are part of a program's key: a call that
 differs in any of them records a new program. A step's eighth program warns
 (``tk.RecompileWarning``), naming why it was recorded. The step's inputs are found in its arguments
-and their defaults, a ``functools.partial``'s arguments, its closure, the globals it names, the
-attributes it reads of an object it names, and the tensors, models and optimizers that the functions
-it calls reach in turn (a loss defined apart; not a library's). A tensor found nowhere there is a
-constant of the program, its values frozen, and the recording warns of it
-(``tk.FrozenTensorWarning``), except of a module's own tensors that are not parameters (a mask); an
-optimizer update of parameters that are not inputs raises a ``CompileError``, since a replay could
-not put them back. A numpy array the step reads by name, or is passed, is a constant too, copied
-when it is recorded: another array records again, but writing into the array is not seen. Make it a
-tensor, an argument or one the step reaches by name, to have each call read it. Values are not part
-of the key: Python that reads a value while recording (``float(t)``, ``t.item()``, ``if t > 0:``)
-raises a ``CompileError`` that names the line, and so does an op that computes with a tensor's
-values on the host (``t[i]`` with a tensor or mask ``i``: index with a numpy array or a list
-instead; ``nn.Embedding`` finds its rows on the device and compiles). tapekit's check that labels
-and indices are in range is a line of the program, run at every call; its other checks of values
-(``tk.detect_anomaly``, no negative integer power) run on the first call's values only. A result
-recorded on a tape made before the call (a traced argument, a GlobalTape block around it) is
-refused: trace and run the backward inside the step. The tensors it returns carry no tape, on the
-first call as on a replay (which records nothing): a backward after the call has nothing to run.
-Random draws (Dropout's masks) are calls of the device's generator in the program, so every call
-draws afresh; a draw from numpy's own generators (its global functions, a generator the step names,
-is passed or a module holds; not the device's own, under any name) is refused with a CompileError,
-since a replay would reuse it (a generator made inside the step is not seen: its draws are frozen).
-So is a name the step binds to a tensor it made (a global, a module's attribute set in ``forward``,
-an item of a list it appends to): a replay binds no name.
+(and the lists, tuples, dicts and dataclasses among them) and their defaults, a
+``functools.partial``'s arguments, its closure, the globals it names, the attributes it reads of an
+object it names, and the tensors, models and optimizers that the functions it calls reach in turn (a
+loss defined apart; not a library's). A tensor found nowhere there is a constant of the program, its
+values frozen, and the recording warns of it (``tk.FrozenTensorWarning``), except of a module's own
+tensors that are not parameters (a mask); an optimizer update of parameters that are not inputs
+raises a ``CompileError``, since a replay could not put them back. A numpy array the step reads by
+name, or is passed, is a constant too, copied when it is recorded: another array records again, but
+writing into the array is not seen. Make it a tensor, an argument or one the step reaches by name,
+to have each call read it. Values are not part of the key: Python that reads a value while recording
+(``float(t)``, ``t.item()``, ``if t > 0:``) raises a ``CompileError`` that names the line, and so
+does an op that computes with a tensor's values on the host (``t[i]`` with a tensor or mask ``i``:
+index with a numpy array or a list instead; ``nn.Embedding`` finds its rows on the device and
+compiles). tapekit's check that labels and indices are in range is a line of the program, run at
+every call; its other checks of values (``tk.detect_anomaly``, no negative integer power) run on the
+first call's values only. A result recorded on a tape made before the call (a traced argument, a
+GlobalTape block around it) is refused: trace and run the backward inside the step. The tensors it
+returns carry no tape, on the first call as on a replay (which records nothing): a backward after
+the call has nothing to run. Random draws (Dropout's masks) are calls of the device's generator in
+the program, so every call draws afresh; a draw from numpy's own generators (its global functions, a
+generator the step names, is passed or a module holds; not the device's own, under any name) is
+refused with a CompileError, since a replay would reuse it (a generator made inside the step is not
+seen: its draws are frozen). So is a name the step binds to a tensor it made (a global, a module's
+attribute set in ``forward``, an item of a list it appends to): a replay binds no name.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """The errors of ``tk.compile``: ``fn`` did something a recorded program cannot repeat, or
-``fuse=True`` lacks numba; and its warnings, that a tensor's values are frozen, or that it records again and again. They live in a module of their own so that the recorder, which raises
-them, and the package, which exports them, both import it without importing each other."""
+``fuse=True`` lacks numba; and its warnings, that a tensor's values are frozen, or that it records
+again and again. They live in a module of their own so that the recorder, which raises them, and
+the package, which exports them, both import it without importing each other."""
 
 from __future__ import annotations
 

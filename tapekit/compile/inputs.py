@@ -7,6 +7,7 @@ which cells hold the same array)."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import numbers
@@ -59,8 +60,12 @@ def in_words(what: Any) -> str:
     """An input's description in words: ``argument x[0]`` for the path ``("arg", ("x", 0))``."""
     if isinstance(what, tuple) and what[:1] == ("arg",):
         path = what[1]
-        return "argument " + str(path[0]) + "".join(f"[{p!r}]" for p in path[1:])
+        return "argument " + str(path[0]) + "".join(f".{p}" if type(p) is _Field else f"[{p!r}]" for p in path[1:])
     return str(what)
+
+
+class _Field(str):
+    """A dataclass field's name in an argument's path (``argument batch.x``, where a dict's key is ``[k]``)."""
 
 
 MODULE, OPTIMIZER = "<module>", "<optimizer>"  # the marks of a model's and an optimizer's keys (no type is named so)
@@ -151,6 +156,11 @@ class Inputs:
             self.key.append((what, *_plain_key(value)))
         elif isinstance(value, Gradients):
             self._gradients(in_words(what), value)
+        elif dataclasses.is_dataclass(value) and not isinstance(value, type):  # a batch: its fields, as a dict's
+            fields = tuple(field.name for field in dataclasses.fields(value))
+            self.key.append((what, type(value).__name__, fields))
+            for name in fields:
+                self._walk_arg(path + (_Field(name),), getattr(value, name))
         else:
             self.key.append((what, type(value).__name__, id(value)))
             self.held.append(value)

@@ -119,10 +119,10 @@ class Compiled:
         if len(self.history) == RECORDINGS_BEFORE_WARNING:
             warnings.warn(
                 f"{self.__name__} has recorded {len(self.history)} programs, the last because of {program.why}. Each "
-                f"recording runs {self.__name__} eagerly and builds a program ({program.first_seconds * 1e3:.1f} ms this "
-                f"time): something in its key changes from call to call. repr({self.__name__}) says why each was "
-                f"recorded: keep that fixed between calls, or make it a tensor argument (its values are not part of "
-                f"the key).", RecompileWarning, stacklevel=5)
+                f"recording runs {self.__name__} eagerly and builds a program "
+                f"({program.first_seconds * 1e3:.1f} ms this time): something in its key changes from call to call. "
+                f"repr({self.__name__}) says why each was recorded: keep that fixed between calls, or make it a tensor "
+                f"argument (its values are not part of the key).", RecompileWarning, stacklevel=5)
         return unwrap_result(result)
 
     def _run_traced(self, rec: Recorder, inputs: Inputs, args: tuple, kwargs: dict) -> tuple:

@@ -72,7 +72,7 @@ class Recorder:
         self.info: dict[int, tuple] = {}  # slot -> (record id, op name, input ids, output id)
         self.first_birth = next(_births)  # tapes made before the recording were born earlier
         self.first_id = next_id()  # and tensors made before it have smaller ids
-        self.frozen: dict[int, str | None] = {}  # tensors made before the call, not inputs: id -> label (None: a module's)
+        self.frozen: dict[int, str | None] = {}  # tensors made before the call, not inputs: id -> label (None: ok)
         self.thread = get_ident()  # the thread that records: calls from others (get_ident() != thread) pass through
 
     def slot(self, value: Any, kind: str) -> Tracer:
