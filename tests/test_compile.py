@@ -445,7 +445,7 @@ def test_why_a_model_or_optimizer_recorded_again_names_the_setting() -> None:
         "layers (a Sequential) changed: its module 2 is a Tanh, where it was a ReLU",
         "layers (a Sequential) changed: it holds 3 modules, where it held 2",
         "layers (a Sequential) changed: out_features int 3 -> int64 3 in its module 1 (a Linear)",
-        f"argument space changed: module {id(np)} -> module {id(math)}"]
+        f"argument space changed: module at {id(np):#x} -> module at {id(math):#x}"]
     assert whys == ["model (a Sequential) changed: training True -> False in it and its 2 modules",
                     "model (a Sequential) changed: training False -> True in it and its 2 modules; "
                     "p 0.5 -> 0.25 in its module 2 (a Dropout)",

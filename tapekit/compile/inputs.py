@@ -162,7 +162,7 @@ class Inputs:
             for name in fields:
                 self._walk_arg(path + (_Field(name),), getattr(value, name))
         else:
-            self.key.append((what, type(value).__name__, id(value)))
+            self.key.append((what, f"{type(value).__name__} at", id(value)))
             self.held.append(value)
 
     def _gradients(self, what: str, g: Gradients) -> None:

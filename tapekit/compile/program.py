@@ -199,8 +199,8 @@ def _short(value: Any) -> str:
     if isinstance(value, tuple) and len(value) == 1 and isinstance(value[0], tuple) and value[0][:1] == ("array",):
         _, shape, dtype = value[0]
         return f"{dtype_name(dtype)} {tuple(shape)}"
-    if isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], str):  # a number: its type and value
-        text = f"{value[0]} {hex(value[1]) if value[0] == 'array at' else repr(value[1])}"
+    if isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], str):  # a number, or an object's id
+        text = f"{value[0]} {hex(value[1]) if value[0].endswith(' at') else repr(value[1])}"
         return text if len(text) <= 80 else text[:77] + "..."
     text = repr(value[0] if isinstance(value, tuple) and len(value) == 1 else value)
     return text if len(text) <= 80 else text[:77] + "..."
