@@ -129,6 +129,79 @@ def test_a_python_number_the_step_reads_by_name_records_again_when_it_changes() 
     assert same(step(x), x * 1.5) and step.history[-1].why == "factor changed: int 3 -> float 3.0"
 
 
+def _square_sum(a):
+    return (a * a).sum()
+
+
+def _triple_sum(a):
+    return (a * 3.0).sum()
+
+
+LOSS = _square_sum  # called by the step below through a global name
+
+
+def test_a_function_the_step_calls_by_name_records_again_when_the_name_holds_another() -> None:
+    """Binding a global to another function (a notebook cell run again, a loss swapped) replayed the
+    first function's program: a wrong gradient, silently. A function, a class or a builtin the step
+    reaches by name is keyed by identity; and the functions the new one calls are followed anew."""
+    global LOSS
+    dev = tk.Cpu(default_dtype="float64")
+    weight = dev.tensor([0.5, 4.0])
+
+    def scaled_sum(a):
+        return (a * weight).sum()  # a tensor only this function reads: an input once it is called
+
+    def step(x):
+        x = x.trace(tk.OwnedTape(leaves=[x]))
+        return LOSS(x).backward()[x]
+
+    compiled = tk.compile(step)
+    x = dev.tensor([1.0, 2.0])
+    try:
+        assert same(compiled(x), step(x))
+        LOSS = _triple_sum
+        assert same(compiled(x), step(x))
+        assert len(compiled.history) == 2
+        assert re.fullmatch(r"LOSS changed: function _square_sum at 0x[0-9a-f]+ -> function _triple_sum at "
+                            r"0x[0-9a-f]+", compiled.history[1].why)
+        LOSS = scaled_sum
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # weight is found as an input: no FrozenTensorWarning
+            assert same(compiled(x), step(x))
+        weight.data[...] = [7.0, 8.0]
+        assert same(compiled(x), step(x))  # a replay reads weight as it is now
+        LOSS = _triple_sum
+        assert same(compiled(x), step(x)) and len(compiled.history) == 3  # replays the second program
+    finally:
+        LOSS = _square_sum
+
+
+ACTIVATION, POLICY = np.tanh, tk.OwnedTape  # read by the step below as globals
+
+
+def test_a_ufunc_or_a_class_the_step_reads_by_name_records_again_when_the_name_holds_another() -> None:
+    global ACTIVATION, POLICY
+    dev = tk.Cpu(default_dtype="float64")
+
+    def step(x):
+        x = x.trace(POLICY(leaves=[x]))
+        return ACTIVATION((x * x).sum().backward()[x])
+
+    compiled = tk.compile(step)
+    x = dev.tensor([1.0, 2.0])
+    try:
+        assert same(compiled(x), np.tanh([2.0, 4.0]))
+        ACTIVATION = np.sin
+        assert same(compiled(x), np.sin([2.0, 4.0]))
+        POLICY = tk.UnionTape
+        assert same(compiled(x), np.sin([2.0, 4.0]))
+        assert [re.sub("0x[0-9a-f]+", "0x", p.why) for p in compiled.history[1:]] == [
+            "ACTIVATION changed: function tanh at 0x -> function sin at 0x",
+            "POLICY changed: class OwnedTape at 0x -> class UnionTape at 0x"]
+    finally:
+        ACTIVATION, POLICY = np.tanh, tk.OwnedTape
+
+
 MASK = np.array([1.0, 1.0])  # read by the step below as a global
 
 

@@ -20,9 +20,10 @@ read on as one tuple; its text is written when first asked for.
 
 What is fixed at record time and what is not (the guards). Shapes, dtypes, devices, tape policies,
 Python numbers (passed as arguments, or read by name: a global, a closure's variable, an attribute
-of ``self`` or of an object the step names, a dict's value under a key the code names), modules'
-training modes and public settings and optimizers' settings are part of a program's key: a call that
-differs in any of them records a new program. A step's eighth program warns
+of ``self`` or of an object the step names, a dict's value under a key the code names), the
+functions and classes it reads by name (by identity: a loss swapped, a cell defining it run again),
+modules' training modes and public settings and optimizers' settings are part of a program's key: a
+call that differs in any of them records a new program. A step's eighth program warns
 (``tk.RecompileWarning``), naming why it was recorded. The step's inputs are found in its arguments
 (and the lists, tuples, dicts and dataclasses among them) and their defaults, a
 ``functools.partial``'s arguments, its closure, the globals it names, the attributes it reads of an

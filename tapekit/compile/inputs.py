@@ -16,6 +16,8 @@ import types
 from operator import itemgetter
 from typing import Any, Callable, Iterator
 
+import numpy as np
+
 from ..devices import Device
 from ..gradients import Gradients
 from ..ids import label
@@ -93,10 +95,14 @@ class Inputs:
         self.held: list[Any] = []  # what the key names by id: its program keeps them, so no other takes their ids
         self._read = reach.read  # the names the step's code reads (a plain object's attributes among them)
         self._read_keys = reach.keys  # the strings it holds (a dict's keys it reads among them)
+        self.new_code = False  # a name holds a function or class that ``reach`` did not find there
         for path, value in reach.arguments(args, kwargs):
             self._walk_arg(path, value)
         for name, obj, followed in reach.captured():
-            if not followed or isinstance(obj, _FOUND):  # a called function's numbers are as recorded
+            code = type(obj) in _CODE
+            if code and id(obj) not in reach.code:
+                self.new_code = True
+            if code or not followed or isinstance(obj, _FOUND):  # a called function's numbers are as recorded
                 self._walk_captured(name, obj, 0)
         if _module._default_device is not None:
             self.devices.setdefault(id(_module._default_device), _module._default_device)
@@ -184,8 +190,15 @@ class Inputs:
         or dict of them (one level deep, and only where its first item is one: a list of numbers or
         arrays is data, read as constants); or a Python number (or string, or None), which the
         program holds as a constant, so a new value records a new program, as an argument's does;
-        or an array, also a constant: binding the name to another array records again."""
-        if isinstance(obj, _PLAIN):
+        or an array, also a constant: binding the name to another array records again; or a function
+        or a class, by identity: binding the name to another records again (a module is passed by)."""
+        kind = type(obj)
+        if kind in _CODE:
+            self.key.append((name, _code_text(obj), id(obj)))
+            self.held.append(obj)
+        elif kind is types.ModuleType:
+            return
+        elif isinstance(obj, _PLAIN):
             self.key.append((name, *_plain_key(obj)))
         elif is_array(obj):  # a constant of the program, copied as recorded: another array records again
             self.key.append((name, "array at", id(obj)))
@@ -246,6 +259,13 @@ class Inputs:
 
 
 _FOUND = (Tensor, Module, Optimizer, Gradients, Device)
+_CODE = frozenset({types.FunctionType, types.BuiltinFunctionType, types.MethodType, functools.partial, np.ufunc, type})
+
+
+def _code_text(obj: Any) -> str:
+    """A function or a class in a call's key, before its id: ``function loss at``, ``class OwnedTape at``."""
+    name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None) or type(obj).__name__
+    return f"{'class' if isinstance(obj, type) else 'function'} {name} at"
 _PLAIN = (numbers.Number, str, bytes, type(None))  # values a program holds as constants: keyed by value
 
 
@@ -366,6 +386,9 @@ class Reach:
         self._follow(getattr(fn, "__func__", fn), set(), 0)
         self.keys = tuple(sorted(self.keys))
         self.read = frozenset(name for _, names, _ in self.globals for name in names)  # attributes' names too
+        # the functions and classes it reaches by name, alive so that their ids stay theirs: a call that
+        # finds another under a name finds its reach again (the new function's globals and closure)
+        self.code = {id(v): v for _, v, _ in self.captured() if type(v) in _CODE}
 
     def _follow(self, fn: Any, seen: set, depth: int) -> None:
         """Note what ``fn`` reads by name, and follow the functions among it that are the user's

@@ -67,6 +67,9 @@ class Compiled:
 
     def _call(self, args: tuple, kwargs: dict) -> Any:
         inputs = Inputs(self.reach, args, kwargs)
+        if inputs.new_code:  # a name it reads holds another function: follow what that one reads
+            self.reach = Reach(self.fn)
+            inputs = Inputs(self.reach, args, kwargs)
         program = self.programs.get(inputs.frozen)
         if program is None:
             return self._record(inputs, args, kwargs)
