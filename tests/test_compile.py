@@ -880,11 +880,10 @@ def test_a_model_and_optimizer_made_in_the_step_train_as_eagerly() -> None:
 
 
 def test_what_a_step_does_not_read_records_nothing_new() -> None:
-    """A module's private counter, a dict's keys the step does not name, a helper's global counter,
-    and a module's private constant tensor (a mask): one program, each call replays it."""
+    """A module's private counter, a dict's keys the step does not name, and a module's private
+    constant tensor (a mask): one program, each call replays it."""
     dev = tk.Cpu(seed=0, default_dtype="float64")
     progress = {"scale": 2.0, "seen": 0}
-    calls = 0
 
     class Masked(tk.nn.Module):
         def __init__(self):
@@ -897,11 +896,7 @@ def test_what_a_step_does_not_read_records_nothing_new() -> None:
 
     model = Masked()
 
-    def count():
-        global_calls = calls  # noqa: F841  (read, as a logger's step counter is)
-
     def f(x):
-        count()
         return model(x).sum() * progress["scale"]
 
     step = tk.compile(f)
@@ -909,8 +904,50 @@ def test_what_a_step_does_not_read_records_nothing_new() -> None:
     for i in range(4):
         assert same(step(x), f(x))
         progress["seen"] += 8
-        calls += 1
     assert len(step.history) == 1
+
+
+SCALE = 2.0  # read by _scaled_loss, which the step below calls
+
+
+def _scaled_loss(y):
+    return (y * SCALE).sum()
+
+
+def test_a_number_a_function_the_step_calls_reads_by_name_records_again_when_it_changes() -> None:
+    """A loss defined apart that reads a global coefficient replayed the first call's value: a
+    wrong gradient, silently. Its numbers are keyed as the step's own are, and the reason names the
+    function that reads it; a helper's counter so records a program per call, which
+    ``tk.RecompileWarning`` names at the eighth."""
+    global SCALE
+    dev = tk.Cpu(default_dtype="float64")
+    calls = 0
+
+    def count():
+        global_calls = calls  # noqa: F841  (read, as a logger's step counter is)
+
+    def step(x):
+        x = x.trace(tk.OwnedTape(leaves=[x]))
+        return _scaled_loss(x).backward()[x]
+
+    def counted(x):
+        count()
+        return x * 2.0
+
+    compiled = tk.compile(step)
+    x = dev.tensor([1.0, 2.0])
+    try:
+        assert same(compiled(x), np.array([2.0, 2.0]))
+        SCALE = 5.0
+        assert same(compiled(x), np.array([5.0, 5.0]))
+        assert compiled.history[1].why == "SCALE (read by _scaled_loss) changed: float 2.0 -> float 5.0"
+    finally:
+        SCALE = 2.0
+    logged = tk.compile(counted)
+    with pytest.warns(tk.RecompileWarning, match=r"calls \(read by count\) changed: int 6 -> int 7"):
+        for _ in range(8):
+            assert same(logged(x), x * 2.0)
+            calls += 1
 
 
 def test_functions_installed_with_python_or_a_package_are_not_followed() -> None:

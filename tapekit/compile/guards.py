@@ -48,7 +48,7 @@ def held(name: str, value: Any, seen: set, depth: int = 0) -> Iterator[tuple[str
 def _reached(reach: Reach, inputs: Inputs) -> Iterator[tuple[str, Any]]:
     """What the step reaches by name, and the modules it was found to use, with what they hold."""
     seen: set[int] = set()
-    for name, value, _ in reach.captured():
+    for name, value in reach.captured():
         yield from held(name, value, seen)
     for name, module in inputs.modules:
         yield from held(name, module, seen)

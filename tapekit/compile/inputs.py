@@ -98,12 +98,10 @@ class Inputs:
         self.new_code = False  # a name holds a function or class that ``reach`` did not find there
         for path, value in reach.arguments(args, kwargs):
             self._walk_arg(path, value)
-        for name, obj, followed in reach.captured():
-            code = type(obj) in _CODE
-            if code and id(obj) not in reach.code:
+        for name, obj in reach.captured():
+            if type(obj) in _CODE and id(obj) not in reach.code:
                 self.new_code = True
-            if code or not followed or isinstance(obj, _FOUND):  # a called function's numbers are as recorded
-                self._walk_captured(name, obj, 0)
+            self._walk_captured(name, obj, 0)
         if _module._default_device is not None:
             self.devices.setdefault(id(_module._default_device), _module._default_device)
         # aliasing: which cells hold the same array
@@ -380,15 +378,15 @@ class Reach:
             self.bound += [(f"bound argument {i}", v) for i, v in enumerate(fn.args)] + list(fn.keywords.items())
             fn = fn.func
         self.owner = getattr(fn, "__self__", None)
-        self.closure: list[tuple[str, Any, bool]] = []  # (name, cell, in a function the step calls)
-        self.globals: list[tuple[dict, list[str], bool]] = []  # (a function's globals, the names it reads, ...)
+        self.closure: list[tuple[str, Any]] = []  # (name, with the function that reads it if not fn: cell)
+        self.globals: list[tuple[dict, list[str], str]] = []  # (a function's globals, the names it reads, whose)
         self.keys: Any = set()  # the strings the code holds (the keys of a dict it reads), then in order
         self._follow(getattr(fn, "__func__", fn), set(), 0)
         self.keys = tuple(sorted(self.keys))
         self.read = frozenset(name for _, names, _ in self.globals for name in names)  # attributes' names too
         # the functions and classes it reaches by name, alive so that their ids stay theirs: a call that
         # finds another under a name finds its reach again (the new function's globals and closure)
-        self.code = {id(v): v for _, v, _ in self.captured() if type(v) in _CODE}
+        self.code = {id(v): v for _, v in self.captured() if type(v) in _CODE}
 
     def _follow(self, fn: Any, seen: set, depth: int) -> None:
         """Note what ``fn`` reads by name, and follow the functions among it that are the user's
@@ -399,8 +397,9 @@ class Reach:
         seen.add(id(fn))
         cells = list(zip(code.co_freevars, fn.__closure__ or ()))
         names = list(dict.fromkeys(_names(code)))
-        self.closure += [(name, cell, depth > 0) for name, cell in cells]
-        self.globals.append((fn.__globals__, names, depth > 0))
+        whose = f" (read by {fn.__name__})" if depth > 0 else ""  # a number's key names the helper that reads it
+        self.closure += [(name + whose, cell) for name, cell in cells]
+        self.globals.append((fn.__globals__, names, whose))
         self.keys.update(_strings(code))
         if depth == _FOLLOWED:
             return
@@ -433,27 +432,26 @@ class Reach:
             named.append(((self.rest,), args[n:]))
         return named
 
-    def captured(self) -> Iterator[tuple[str, Any, bool]]:
-        """The objects the function can reach without arguments, as they are now: its defaults and
-        a partial's arguments, ``self`` and its attributes, its closure, the globals it names; and
-        whether each was reached in a function it calls (only tensors, models and the like are
-        inputs there: a helper's counter is left as the recording found it)."""
+    def captured(self) -> Iterator[tuple[str, Any]]:
+        """The objects the function can reach without arguments, as they are now, by name: its
+        defaults and a partial's arguments, ``self`` and its attributes, its closure, the globals it
+        names, and the same of the functions it calls (``SCALE (read by loss)``)."""
         for name, value in self.bound:
-            yield name, value, False
+            yield name, value
         owner = self.owner
         if owner is not None:
-            yield "self", owner, False
+            yield "self", owner
             for k, v in vars(owner).items() if hasattr(owner, "__dict__") else ():
-                yield f"self.{k}", v, False
-        for name, cell, followed in self.closure:
+                yield f"self.{k}", v
+        for name, cell in self.closure:
             try:
-                yield name, cell.cell_contents, followed
+                yield name, cell.cell_contents
             except ValueError:
                 pass
-        for space, names, followed in self.globals:
+        for space, names, whose in self.globals:
             for name in names:
                 if name in space:
-                    yield name, space[name], followed
+                    yield name + whose, space[name]
 
 
 _FOLLOWED = 3  # how deep Reach follows the functions a step names (a step -> its loss -> a helper)
