@@ -202,6 +202,84 @@ def test_a_ufunc_or_a_class_the_step_reads_by_name_records_again_when_the_name_h
         ACTIVATION, POLICY = np.tanh, tk.OwnedTape
 
 
+class _Settings:
+    """A namespace of settings: an object, or a class, that a step reads numbers from."""
+
+
+def _settings_module(scale: float) -> types.ModuleType:
+    module = types.ModuleType("settings")
+    module.__file__ = "settings.py"  # the user's own module (a file of the project's, not a library's)
+    module.scale = scale
+    return module
+
+
+def _nested(scale: float) -> _Settings:
+    outer = _Settings()
+    outer.inner = _Settings()
+    outer.inner.scale = scale
+    return outer
+
+
+class _ClassSettings:
+    scale = 0.5
+
+
+def _tuple_case():
+    weights = (0.5, 1.0)
+
+    def change():
+        nonlocal weights
+        weights = (2.0, 1.0)
+    return (lambda x: x * weights[0]), change
+
+
+def _list_case():
+    weights = [0.5, 1.0]
+    return (lambda x: x * weights[0]), lambda: weights.__setitem__(0, 2.0)
+
+
+def _nested_case():
+    hp = _nested(0.5)
+    return (lambda x: x * hp.inner.scale), lambda: setattr(hp.inner, "scale", 2.0)
+
+
+def _dict_case():
+    config = {"opt": {"scale": 0.5}}
+    return (lambda x: x * config["opt"]["scale"]), lambda: config["opt"].__setitem__("scale", 2.0)
+
+
+def _class_case():
+    return (lambda x: x * _ClassSettings.scale), lambda: setattr(_ClassSettings, "scale", 2.0)
+
+
+def _module_case():
+    settings = _settings_module(0.5)
+    return (lambda x: x * settings.scale), lambda: setattr(settings, "scale", 2.0)
+
+
+# where a step reads the number it multiplies by: (the step, how the number changes between calls)
+NUMBER_HOLDERS = {"a tuple": _tuple_case, "a list, an item set": _list_case,
+                  "an object's object's attribute": _nested_case, "a dict in a dict": _dict_case,
+                  "a class attribute": _class_case, "a module of the user's": _module_case}
+
+
+@pytest.mark.parametrize("holder", list(NUMBER_HOLDERS))
+def test_a_number_the_step_reads_inside_what_it_names_records_again_when_it_changes(holder) -> None:
+    """A number in a tuple or a short list, two attributes or keys deep, a class's attribute or a
+    user's module's attribute was baked into the program and a replay kept the first value: a wrong
+    result, silently. Each is keyed, as a global number is."""
+    step, change = NUMBER_HOLDERS[holder]()
+    compiled = tk.compile(step)
+    x = tk.Cpu(default_dtype="float64").tensor([1.0, 2.0])
+    assert same(compiled(x), x * 0.5)
+    change()
+    try:
+        assert same(compiled(x), x * 2.0)
+    finally:
+        _ClassSettings.scale = 0.5
+    assert len(compiled.history) == 2 and "-> float 2.0" in compiled.history[1].why
+
+
 MASK = np.array([1.0, 1.0])  # read by the step below as a global
 
 
@@ -830,16 +908,16 @@ def test_what_a_called_function_reaches_is_an_input() -> None:
 
 
 def test_an_update_of_parameters_that_are_not_inputs_is_refused() -> None:
-    """A model two containers deep is not found: the recording's update would leave tracers in its
-    parameters, and replays could not put new values back. The call fails, and the parameters are
-    as they were."""
+    """A model four containers deep is not found (a walk looks three deep): the recording's update
+    would leave tracers in its parameters, and replays could not put new values back. The call
+    fails, and the parameters are as they were."""
     dev = tk.Cpu(default_dtype="float64")
     model = tk.nn.Linear(2, 1, device=dev)
     before = model.weight.data
-    held = {"first": {"model": model, "opt": tk.optim.Sgd(model, lr=0.1)}}
+    held = {"a": {"b": {"c": {"model": model, "opt": tk.optim.Sgd(model, lr=0.1)}}}}
 
     def f(x, y):
-        return _train(x, y, held["first"]["model"], held["first"]["opt"])
+        return _train(x, y, held["a"]["b"]["c"]["model"], held["a"]["b"]["c"]["opt"])
 
     with pytest.raises(tk.CompileError, match=r"updates 2 parameters .* did not find among its inputs"):
         tk.compile(f)(dev.tensor([[1.0, 2.0]]), dev.tensor([[1.0]]))
@@ -852,10 +930,10 @@ def test_a_refused_update_leaves_the_optimizers_state_as_it_was() -> None:
     model = tk.nn.Linear(2, 1, device=dev)
     adam = tk.optim.Adam(model, lr=0.1)
     before = {k: v for _, kept in adam._state.values() for k, v in kept.items()}
-    held = {"first": {"model": model, "opt": adam}}
+    held = {"a": {"b": {"c": {"model": model, "opt": adam}}}}
     x, y = dev.tensor([[1.0, 2.0]]), dev.tensor([[1.0]])
     with pytest.raises(tk.CompileError):
-        tk.compile(lambda x, y: _train(x, y, held["first"]["model"], held["first"]["opt"]))(x, y)
+        tk.compile(lambda x, y: _train(x, y, held["a"]["b"]["c"]["model"], held["a"]["b"]["c"]["opt"]))(x, y)
     after = {k: v for _, kept in adam._state.values() for k, v in kept.items()}
     assert after.keys() == before.keys() and all(after[k] is before[k] for k in before)
     _train(x, y, model, adam)
@@ -1238,22 +1316,22 @@ def test_the_devices_own_generator_and_other_threads_draws_are_not_refused() -> 
 
 
 def test_a_tensor_made_before_the_call_and_not_found_is_frozen_with_a_warning() -> None:
-    """A tensor the step reaches where tk.compile does not look (a class attribute, a handle traced
-    before the call) is a constant of the program: a replay used its first values, silently, after
-    the caller changed them. The recording now warns, naming the tensor; a found one does not."""
+    """A tensor the step reaches where tk.compile does not look (four containers deep, a handle
+    traced before the call) is a constant of the program: a replay used its first values, silently,
+    after the caller changed them. The recording now warns, naming the tensor; a found one does not."""
     dev = tk.Cpu(default_dtype="float64")
 
     class Holder:
-        scale = dev.tensor([2.0, 2.0], name="scale")
+        deep = {"a": {"b": {"scale": dev.tensor([2.0, 2.0], name="scale")}}}
 
     def step(x):
-        return (x * Holder.scale).sum()
+        return (x * Holder.deep["a"]["b"]["scale"]).sum()
 
     with pytest.warns(tk.FrozenTensorWarning, match=r"step uses scale, a tensor made before the call") as caught:
         compiled = tk.compile(step)
         compiled(dev.ones(2))
     assert [Path(w.filename).name for w in caught] == ["test_compile.py"]  # the caller's line, not tapekit's
-    Holder.scale.data[...] = 3.0  # the caller changes it: a replay keeps the first values, as warned
+    Holder.deep["a"]["b"]["scale"].data[...] = 3.0  # the caller changes it: a replay keeps the first values, as warned
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # warned once, when recorded: not again at each replay
         assert compiled(dev.ones(2)).item() == 4.0 and step(dev.ones(2)).item() == 6.0
@@ -1270,6 +1348,11 @@ def test_a_tensor_made_before_the_call_and_not_found_is_frozen_with_a_warning() 
         warnings.simplefilter("error")
         tk.compile(lambda x: (x * found).sum())(dev.ones(2))
         tk.compile(lambda x: masked(x).sum())(dev.ones(2))
+        by_class = tk.compile(lambda x: (x * Holder.scale).sum())  # a class's tensor: an input
+        Holder.scale = dev.tensor([2.0, 2.0])
+        assert by_class(dev.ones(2)).item() == 4.0
+        Holder.scale.data[...] = 3.0
+        assert by_class(dev.ones(2)).item() == 6.0
 
 
 def test_tapekits_own_checks_may_read_values() -> None:

@@ -20,17 +20,18 @@ read on as one tuple; its text is written when first asked for.
 
 What is fixed at record time and what is not (the guards). Shapes, dtypes, devices, tape policies,
 Python numbers (passed as arguments, or read by name, by the step or a function it calls: a global,
-a closure's variable, an attribute of ``self`` or of an object the step names, a dict's value under
-a key the code names; a helper's counter too, so read it outside the step), the
+a closure's variable, and up to three levels inside what it names, an attribute it names of an
+object, a class or a module of the user's, a dict's value under a key it names, an item of a list or
+tuple of at most 32; a helper's counter too, so read it outside the step), the
 functions and classes it reads by name (by identity: a loss swapped, a cell defining it run again),
 modules' training modes and public settings and optimizers' settings are part of a program's key: a
 call that differs in any of them records a new program. A step's eighth program warns
 (``tk.RecompileWarning``), naming why it was recorded. The step's inputs are found in its arguments
 (and the lists, tuples, dicts and dataclasses among them) and their defaults, a
-``functools.partial``'s arguments, its closure, the globals it names, the attributes it reads of an
-object it names, and the same in the functions it calls in turn (a loss defined apart; not a
-library's). A tensor found nowhere there is a constant of the program, its
-values frozen, and the recording warns of it (``tk.FrozenTensorWarning``), except of a module's own
+``functools.partial``'s arguments, its closure, the globals it names, up to three levels inside them
+as above (a list of tensors or models whatever its length), and the same in the functions it calls
+in turn (a loss defined apart; not a library's). A tensor found nowhere there is a constant of the
+program, its values frozen, and the recording warns of it (``tk.FrozenTensorWarning``), except of a module's own
 tensors that are not parameters (a mask); an optimizer update of parameters that are not inputs
 raises a ``CompileError``, since a replay could not put them back. A numpy array the step reads by
 name, or is passed, is a constant too, copied when it is recorded: another array records again, but

@@ -11,6 +11,7 @@ import dataclasses
 import functools
 import inspect
 import numbers
+import sys
 import sysconfig
 import types
 from operator import itemgetter
@@ -184,18 +185,22 @@ class Inputs:
             self._cell(g._arrays, tid, False, f"gradient of {label(tid)}")
 
     def _walk_captured(self, name: Any, obj: Any, depth: int) -> None:
-        """What ``fn`` reaches by name: a module, an optimizer, a tensor, gradient buffers, or a list
-        or dict of them (one level deep, and only where its first item is one: a list of numbers or
-        arrays is data, read as constants); or a Python number (or string, or None), which the
-        program holds as a constant, so a new value records a new program, as an argument's does;
-        or an array, also a constant: binding the name to another array records again; or a function
-        or a class, by identity: binding the name to another records again (a module is passed by)."""
+        """What ``fn`` reaches by name: a module, an optimizer, a tensor, gradient buffers; a Python
+        number (or string, or None), which the program holds as a constant, so a new value records a
+        new program, as an argument's does; an array, also a constant: binding the name to another
+        array records again; a function or a class, by identity: binding the name to another records
+        again. And, ``_DEEPEST`` levels down, what the code reads inside: the attributes it names of
+        an object, a class or a module of the user's (``hp.lr``, ``Config.lr``, ``settings.lr``), the
+        values under the keys it names of a dict, the items of a short list or tuple."""
         kind = type(obj)
         if kind in _CODE:
             self.key.append((name, _code_text(obj), id(obj)))
             self.held.append(obj)
+            if kind is type and depth < _DEEPEST and _users_namespace(obj):  # a class as a namespace of settings
+                self._walk_attributes(name, obj, depth)
         elif kind is types.ModuleType:
-            return
+            if depth < _DEEPEST and _users_namespace(obj):  # not numpy's, tapekit's or a library's
+                self._walk_attributes(name, obj, depth)
         elif isinstance(obj, _PLAIN):
             self.key.append((name, *_plain_key(obj)))
         elif is_array(obj):  # a constant of the program, copied as recorded: another array records again
@@ -207,27 +212,32 @@ class Inputs:
             self._object(name, obj)
         elif isinstance(obj, Tensor):
             self._tensor(obj, name)
-        elif depth < 1 and isinstance(obj, (list, tuple, dict)) and obj:
+        elif depth < _DEEPEST and isinstance(obj, (list, tuple, dict)) and obj:
             self._walk_items(name, obj, depth)
-        elif depth < 1 and _plain_object(obj):  # hp.lr, holder.model: the attributes the code reads
-            for attr, v in vars(obj).items():
-                if attr in self._read:
-                    self._walk_captured(f"{name}.{attr}", v, depth + 1)
+        elif depth < _DEEPEST and _plain_object(obj):
+            self._walk_attributes(name, obj, depth)
+
+    def _walk_attributes(self, name: str, obj: Any, depth: int) -> None:
+        """The attributes of ``obj`` that the code names (``hp.lr``, ``holder.model``), walked."""
+        for attr, v in list(vars(obj).items()):
+            if attr in self._read:
+                self._walk_captured(f"{name}.{attr}", v, depth + 1)
 
     def _walk_items(self, name: str, obj: Any, depth: int) -> None:
-        """A list, tuple or dict reached by name: its items walked where the first is a tensor,
-        module, optimizer, gradients or device; of a dict, the plain values under the keys the
-        code names (``config["lr"]``) keyed, so a new value records a new program. Other items
-        are data: constants of the program, as an array is."""
+        """A list, tuple or dict reached by name: all its items walked where the first is a tensor,
+        module, optimizer, gradients or device; of another dict, the values under the keys the code
+        names (``config["lr"]``); of another list or tuple, its items where it has at most ``_SHORT``
+        (``betas[0]``), and its length. A longer one is data: a constant of the program, as an array is."""
         if isinstance(obj, dict):
             if isinstance(next(iter(obj.values())), _FOUND):
                 for k, v in obj.items():
                     self._walk_captured(f"{name}[{k!r}]", v, depth + 1)
             else:
                 for k in self._read_keys:  # few: a dict of data (a vocabulary) is not walked
-                    if k in obj and isinstance(obj[k], _PLAIN):
-                        self.key.append((f"{name}[{k!r}]", *_plain_key(obj[k])))
-        elif isinstance(obj[0], _FOUND):
+                    if k in obj:
+                        self._walk_captured(f"{name}[{k!r}]", obj[k], depth + 1)
+        elif isinstance(obj[0], _FOUND) or len(obj) <= _SHORT:
+            self.key.append((name, type(obj).__name__, len(obj)))
             for i, v in enumerate(obj):
                 self._walk_captured(f"{name}[{i}]", v, depth + 1)
 
@@ -257,6 +267,8 @@ class Inputs:
 
 
 _FOUND = (Tensor, Module, Optimizer, Gradients, Device)
+_DEEPEST = 3  # how deep a walk looks inside what the step names: settings.optim.betas[0]
+_SHORT = 32  # the longest list or tuple of numbers whose items are keyed; a longer one is data
 _CODE = frozenset({types.FunctionType, types.BuiltinFunctionType, types.MethodType, functools.partial, np.ufunc, type})
 
 
@@ -346,6 +358,18 @@ def _plain_object(obj: Any) -> bool:
     """Whether ``obj`` is an instance of a class of the user's (a namespace of settings, a holder)."""
     return hasattr(obj, "__dict__") and not isinstance(obj, (type, types.ModuleType, types.FunctionType,
                                                              types.MethodType, functools.partial, Tensor))
+
+
+@functools.lru_cache(maxsize=256)
+def _users_namespace(obj: Any) -> bool:
+    """Whether a module, or a class's module, is the user's own (a notebook's, a project's), not
+    tapekit's or one installed with Python or a package: numpy's are not walked at every call."""
+    module = obj if isinstance(obj, types.ModuleType) else sys.modules.get(getattr(obj, "__module__", ""))
+    name = getattr(module, "__name__", "")
+    file = getattr(module, "__file__", None)
+    if name == "__main__":
+        return True
+    return file is not None and not name.startswith("tapekit") and not file.startswith(_LIBRARIES)
 
 
 def _modules_of(module: Module) -> Iterator[Module]:
