@@ -24,7 +24,8 @@ a closure's variable, and up to three levels inside what it names, an attribute 
 object, a class or a module of the user's, a dict's value under a key it names, an item of a list or
 tuple of at most 32; a helper's counter too, so read it outside the step), the
 functions and classes it reads by name (by identity: a loss swapped, a cell defining it run again),
-modules' training modes and public settings and optimizers' settings are part of a program's key: a
+modules' training modes and public settings (two levels inside a config object, a dict or a short
+list they hold too) and optimizers' settings are part of a program's key: a
 call that differs in any of them records a new program. A step's eighth program warns
 (``tk.RecompileWarning``), naming why it was recorded. The step's inputs are found in its arguments
 (and the lists, tuples, dicts and dataclasses among them) and their defaults, a

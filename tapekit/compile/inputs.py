@@ -339,19 +339,35 @@ class _Text(str):
 
 
 def _settings(obj: Any, held: list) -> tuple:
-    """What a module's or optimizer's public attributes fix in a program: its numbers, strings,
-    tuples of them and None, its arrays by identity (kept in ``held``: another array records
-    again), and its training mode. Private ones (``_calls``) are its own bookkeeping: not keyed."""
-    key = []
+    """What a module's or optimizer's public attributes fix in a program (``_setting``), and its
+    training mode. Private ones (``_calls``) are its own bookkeeping: not keyed."""
+    key: list[tuple] = []
     for k, v in sorted(vars(obj).items()):
-        if k.startswith("_") or k == "training":  # the mode is below, wherever it is set (train() after eval())
-            continue
-        if isinstance(v, _PLAIN) or (isinstance(v, tuple) and all(isinstance(i, _PLAIN) for i in v)):
-            key.append((k, *_plain_key(v)))
-        elif is_array(v):
-            key.append((k, "array at", id(v)))
-            held.append(v)
+        if not k.startswith("_") and k != "training":  # the mode is below, wherever it is set (train() after eval())
+            _setting(key, k, v, held, 0)
     return tuple(key) + (("training", getattr(obj, "training", None)),)
+
+
+def _setting(key: list, name: str, value: Any, held: list, depth: int) -> None:
+    """A setting's entries in a key: a number, a string, None or a tuple of them by value; an array
+    by identity (kept in ``held``: another array records again); and two levels inside a config
+    object, a dict or a list of at most ``_SHORT`` items, each entry named by its path
+    (``config.dropout``, ``sizes[0]``)."""
+    if isinstance(value, _PLAIN) or (isinstance(value, tuple) and all(isinstance(i, _PLAIN) for i in value)):
+        key.append((name, *_plain_key(value)))
+    elif is_array(value):
+        key.append((name, "array at", id(value)))
+        held.append(value)
+    elif depth >= 2 or isinstance(value, _FOUND):
+        return
+    elif isinstance(value, (list, tuple, dict)) and len(value) <= _SHORT:
+        key.append((name, type(value).__name__, len(value)))
+        for k, v in value.items() if isinstance(value, dict) else enumerate(value):
+            _setting(key, f"{name}[{k!r}]", v, held, depth + 1)
+    elif _plain_object(value):
+        for k, v in sorted(vars(value).items()):
+            if not k.startswith("_"):
+                _setting(key, f"{name}.{k}", v, held, depth + 1)
 
 
 def _plain_object(obj: Any) -> bool:
