@@ -238,6 +238,12 @@ def _list_case():
     return (lambda x: x * weights[0]), lambda: weights.__setitem__(0, 2.0)
 
 
+def _long_list_case():
+    data = [1.0] * 40  # data, not keyed item by item: its length is
+
+    return (lambda x: x * (len(data) / 80)), lambda: data.extend([1.0] * 120)
+
+
 def _nested_case():
     hp = _nested(0.5)
     return (lambda x: x * hp.inner.scale), lambda: setattr(hp.inner, "scale", 2.0)
@@ -279,7 +285,7 @@ def _module_list_case():
 
 
 # where a step reads the number it multiplies by: (the step, how the number changes between calls)
-NUMBER_HOLDERS = {"a tuple": _tuple_case, "a list, an item set": _list_case,
+NUMBER_HOLDERS = {"a tuple": _tuple_case, "a list, an item set": _list_case, "a long list's length": _long_list_case,
                   "an object's object's attribute": _nested_case, "a dict in a dict": _dict_case,
                   "a class attribute": _class_case, "a module of the user's": _module_case,
                   "a model's config object": _module_config_case, "a model's list": _module_list_case}
@@ -299,7 +305,7 @@ def test_a_number_the_step_reads_inside_what_it_names_records_again_when_it_chan
         assert same(compiled(x), x * 2.0)
     finally:
         _ClassSettings.scale = 0.5
-    assert len(compiled.history) == 2 and re.search(r"-> (float )?[24]\.0", compiled.history[1].why)
+    assert len(compiled.history) == 2 and re.search(r"changed: .* -> .*(2\.0|160)", compiled.history[1].why)
 
 
 MASK = np.array([1.0, 1.0])  # read by the step below as a global

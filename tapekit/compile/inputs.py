@@ -226,8 +226,8 @@ class Inputs:
     def _walk_items(self, name: str, obj: Any, depth: int) -> None:
         """A list, tuple or dict reached by name: all its items walked where the first is a tensor,
         module, optimizer, gradients or device; of another dict, the values under the keys the code
-        names (``config["lr"]``); of another list or tuple, its items where it has at most ``_SHORT``
-        (``betas[0]``), and its length. A longer one is data: a constant of the program, as an array is."""
+        names (``config["lr"]``); of another list or tuple, its length, and its items where it has at
+        most ``_SHORT`` (``betas[0]``): a longer one is data, a constant of the program, as an array is."""
         if isinstance(obj, dict):
             if isinstance(next(iter(obj.values())), _FOUND):
                 for k, v in obj.items():
@@ -236,10 +236,11 @@ class Inputs:
                 for k in self._read_keys:  # few: a dict of data (a vocabulary) is not walked
                     if k in obj:
                         self._walk_captured(f"{name}[{k!r}]", obj[k], depth + 1)
-        elif isinstance(obj[0], _FOUND) or len(obj) <= _SHORT:
-            self.key.append((name, type(obj).__name__, len(obj)))
-            for i, v in enumerate(obj):
-                self._walk_captured(f"{name}[{i}]", v, depth + 1)
+        else:
+            self.key.append((name, type(obj).__name__, len(obj)))  # len(data) may be a number of the program
+            if isinstance(obj[0], _FOUND) or len(obj) <= _SHORT:
+                for i, v in enumerate(obj):
+                    self._walk_captured(f"{name}[{i}]", v, depth + 1)
 
     def _object(self, name: str, obj: Any) -> None:
         if id(obj) in self._objects:
@@ -351,8 +352,8 @@ def _settings(obj: Any, held: list) -> tuple:
 def _setting(key: list, name: str, value: Any, held: list, depth: int) -> None:
     """A setting's entries in a key: a number, a string, None or a tuple of them by value; an array
     by identity (kept in ``held``: another array records again); and two levels inside a config
-    object, a dict or a list of at most ``_SHORT`` items, each entry named by its path
-    (``config.dropout``, ``sizes[0]``)."""
+    object, a dict or a list (its length, and its items where it has at most ``_SHORT``), each
+    entry named by its path (``config.dropout``, ``sizes[0]``)."""
     if isinstance(value, _PLAIN) or (isinstance(value, tuple) and all(isinstance(i, _PLAIN) for i in value)):
         key.append((name, *_plain_key(value)))
     elif is_array(value):
@@ -360,10 +361,11 @@ def _setting(key: list, name: str, value: Any, held: list, depth: int) -> None:
         held.append(value)
     elif depth >= 2 or isinstance(value, _FOUND):
         return
-    elif isinstance(value, (list, tuple, dict)) and len(value) <= _SHORT:
+    elif isinstance(value, (list, tuple, dict)):
         key.append((name, type(value).__name__, len(value)))
-        for k, v in value.items() if isinstance(value, dict) else enumerate(value):
-            _setting(key, f"{name}[{k!r}]", v, held, depth + 1)
+        if len(value) <= _SHORT:
+            for k, v in value.items() if isinstance(value, dict) else enumerate(value):
+                _setting(key, f"{name}[{k!r}]", v, held, depth + 1)
     elif _plain_object(value):
         for k, v in sorted(vars(value).items()):
             if not k.startswith("_"):
