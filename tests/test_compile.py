@@ -1281,6 +1281,9 @@ def test_a_module_attribute_forward_binds_to_a_tensor_it_made_is_refused() -> No
 _noise = np.random.default_rng(0)
 
 
+_rand = np.random.rand  # as ``from numpy.random import rand`` binds it
+
+
 def test_a_draw_from_numpys_own_generators_is_refused() -> None:
     """A mask drawn with numpy's global functions or a numpy generator the step names was a
     constant of the program: every replay reused the first call's draw. The device's generator
@@ -1312,9 +1315,19 @@ def test_a_draw_from_numpys_own_generators_is_refused() -> None:
     def passed_draw(x, gen):
         return (x * dev.tensor(gen.random(3) > 0.5)).sum()
 
+    def imported_draw(x):  # from numpy.random import rand: the global generator's method, under another name
+        return (x * dev.tensor(_rand(3) > 0.5)).sum()
+
+    uniform = np.random.default_rng(3).random
+
+    def method_draw(x):
+        return (x * dev.tensor(uniform(3) > 0.5)).sum()
+
     for step, name in ((global_draw, r"numpy's global generator \(np\.random\.rand\) while tk\.compile records it "
                                      r"at .*test_compile\.py:\d+: `return \(x \* dev\.tensor\(np\.random\.rand"),
-                       (named_draw, "_noise"), (module_draw, r"masked\.rng"), (passed_draw, "an argument")):
+                       (named_draw, "_noise"), (module_draw, r"masked\.rng"), (passed_draw, "an argument"),
+                       (imported_draw, r"_rand \(a RandomState's method\)"),
+                       (method_draw, r"uniform \(a Generator's method\)")):
         with pytest.raises(tk.CompileError, match=rf"{step.__name__} draws from {name}"):
             tk.compile(step)(dev.ones(3), *([np.random.default_rng(2)] if step is passed_draw else []))
     compiled = tk.compile(device_draw)

@@ -48,9 +48,10 @@ GlobalTape block around it) is refused: trace and run the backward inside the st
 returns carry no tape, on the first call as on a replay (which records nothing): a backward after
 the call has nothing to run. Random draws (Dropout's masks) are calls of the device's generator in
 the program, so every call draws afresh; a draw from numpy's own generators (its global functions, a
-generator the step names, is passed or a module holds; not the device's own, under any name) is
-refused with a CompileError, since a replay would reuse it (a generator made inside the step is not
-seen: its draws are frozen). So is a name the step binds to a tensor it made (a global, a module's
+generator the step names, is passed or a module holds, or one's method it names, as ``from
+numpy.random import rand`` binds it; not the device's own, under any name) is refused with a
+CompileError, since a replay would reuse it (a generator made inside the step is not seen: its
+draws are frozen). So is a name the step binds to a tensor it made (a global, a module's
 attribute set in ``forward``, an item of a list it appends to): a replay binds no name.
 """
 

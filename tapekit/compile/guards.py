@@ -75,8 +75,21 @@ def drawn(reach: Reach, inputs: Inputs) -> list[tuple[str, Any, Any]]:
     Not a device's own generator, under any name: tapekit's draws from it are steps of the program."""
     devices = {id(dev.rng) for dev in inputs.devices.values()}
     found = list(_reached(reach, inputs)) + [("an argument", value) for value in inputs.held]
-    return [(name, g, _state(g)) for name, g in found
-            if isinstance(g, (np.random.Generator, np.random.RandomState)) and id(g) not in devices]
+    return [(name, g, _state(g)) for name, g in map(_generator_of, found)
+            if isinstance(g, _GENERATORS) and id(g) not in devices]
+
+
+_GENERATORS = (np.random.Generator, np.random.RandomState)
+
+
+def _generator_of(found: tuple[str, Any]) -> tuple[str, Any]:
+    """A generator's method under a name (``from numpy.random import rand``, ``draw = rng.normal``)
+    draws from its generator: that generator, named by the method's name."""
+    name, value = found
+    owner = getattr(value, "__self__", None)
+    if isinstance(owner, _GENERATORS) and not isinstance(value, _GENERATORS):
+        return f"{name} (a {type(owner).__name__}'s method)", owner
+    return name, value
 
 
 def refuse_draws(generators: list[tuple[str, Any, Any]], fn_name: str) -> None:
