@@ -160,6 +160,7 @@ def warn_frozen(warned: dict, fn_name: str) -> None:
         f"{fn_name} uses {which}, {'a tensor' if len(names) == 1 else 'tensors'} made before the call that "
         f"tk.compile did not find among its inputs: {'its' if len(names) == 1 else 'their'} values are constants of "
         f"the program, and a replay will not see them change. It looks in {fn_name}'s arguments (and the lists, "
-        f"tuples, dicts and dataclasses among them) and their defaults, its closure, the globals it names and the "
-        f"attributes it reads of them, and the modules and optimizers found there. If {which} may change between "
+        f"tuples, dicts and dataclasses among them) and their defaults, its closure and the globals it names, three "
+        f"levels inside them (the attributes, keys and items it reads), the same in the functions it calls, and the "
+        f"modules and optimizers found there. If {which} may change between "
         f"calls, pass {it} to {fn_name} as an argument.", FrozenTensorWarning, stacklevel=6)
