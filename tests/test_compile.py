@@ -4,6 +4,7 @@ while recording; Dropout draws afresh; an optimizer's update lands in the model.
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import dataclasses
 import ctypes
@@ -1011,6 +1012,130 @@ def test_what_a_step_does_not_read_records_nothing_new() -> None:
         assert same(step(x), f(x))
         progress["seen"] += 8
     assert len(step.history) == 1
+
+
+class _Stats:
+    def __init__(self) -> None:
+        self.calls = 0
+
+
+class _Trainer:
+    """A training loop's holder: the step reads its model and optimizer; the loop appends to its losses."""
+
+    def __init__(self, dev: tk.Device) -> None:
+        self.model = tk.nn.Linear(2, 1, device=dev)
+        self.opt = tk.optim.Sgd(self.model, lr=0.1)
+        self.losses: list[float] = []
+        self.model.history, self.model.stats, self.model.meta = [], _Stats(), {"steps": 0}
+        self.opt.log = {"step": 0}
+
+    def step(self, x, y):
+        loss = tk.mse_loss(self.model(x.trace(tk.OwnedTape(leaves=self.model.parameters()))), y)
+        self.opt.update(self.model, loss.backward())
+        return loss
+
+
+def test_bookkeeping_the_step_does_not_read_records_nothing_new() -> None:
+    """A list of losses on the step's owner, a model's public history, counters and dicts, an
+    optimizer's log: the loop changes them at every call, the step's code reads none of them. Each
+    recorded a program per call once lists' lengths and a model's nested settings were keyed."""
+    dev = tk.Cpu(default_dtype="float64")
+    trainer = _Trainer(dev)
+    step = tk.compile(trainer.step)
+    x, y = dev.tensor([[1.0, 2.0]]), dev.tensor([[1.0]])
+    for _ in range(4):
+        step(x, y)
+        trainer.losses.append(1.0)
+        trainer.model.history.append(1.0)
+        trainer.model.stats.calls += 1
+        trainer.model.meta["steps"] += 1
+        trainer.opt.log["step"] += 1
+    assert len(step.history) == 1
+
+
+class _Weighted:
+    def __init__(self) -> None:
+        self.alpha = 2.0
+
+    def _loss(self, x):
+        return x * self.alpha
+
+    def step(self, x):
+        return self._loss(x) + 0.0
+
+
+def test_an_attribute_a_method_of_the_steps_owner_reads_records_again_when_it_changes() -> None:
+    """Only what the step's code names of its owner is keyed: also what the owner's other methods,
+    which it calls, read (``self.alpha`` in ``_loss``)."""
+    weighted = _Weighted()
+    step = tk.compile(weighted.step)
+    x = tk.Cpu(default_dtype="float64").tensor([1.0, 2.0])
+    assert same(step(x), x * 2.0)
+    weighted.alpha = 3.0
+    assert same(step(x), x * 3.0) and len(step.history) == 2
+
+
+class _AttrDict(dict):
+    """The attribute-dict idiom: a missing attribute raises KeyError, not AttributeError."""
+
+    __getattr__ = dict.__getitem__
+
+
+def test_an_attribute_dict_the_step_reaches_is_keyed_by_its_items() -> None:
+    """An attribute dict (``hasattr`` on it raises KeyError) crashed the key: read by name, in a dict,
+    in a list, and held by a model."""
+    dev = tk.Cpu(default_dtype="float64")
+    configs = {"small": _AttrDict(scale=2.0), "large": _AttrDict(scale=3.0)}
+    listed = [_AttrDict(scale=4.0)]
+    hp = _AttrDict(scale=5.0)
+    model = tk.nn.Linear(2, 1, device=dev)
+    model.hparams = {"optim": _AttrDict(lr=0.1)}
+    step = tk.compile(lambda x, size: model(x).sum() * configs[size]["scale"] * listed[0]["scale"] * hp["scale"])
+    x = dev.tensor([[1.0, 2.0]])
+    for size in ("small", "large"):
+        assert same(step(x, size), model(x).sum() * configs[size]["scale"] * 20.0)
+    hp["scale"] = 1.0
+    assert same(step(x, "large"), model(x).sum() * 12.0)
+
+
+class _Abstract(abc.ABC):  # a class with a metaclass
+    scale = 2.0
+
+
+class _OtherAbstract(abc.ABC):
+    scale = 3.0
+
+
+@functools.lru_cache(maxsize=None)
+def _cached_two() -> float:
+    return 2.0
+
+
+@functools.lru_cache(maxsize=None)
+def _cached_three() -> float:
+    return 3.0
+
+
+def _callables_cases():
+    """Callables the key missed: (before, after, how the step uses the one under its name)."""
+    return {"numpy's np.mean and np.sum": (np.mean, np.sum, lambda f, x: f(x.data * 1.0)),
+            "a class with a metaclass": (_Abstract, _OtherAbstract, lambda f, x: x.data * f.scale),
+            "an lru_cache wrapper": (_cached_two, _cached_three, lambda f, x: x.data * f())}
+
+
+@pytest.mark.parametrize("case", list(_callables_cases()))
+def test_a_callable_the_step_reads_by_name_records_again_when_the_name_holds_another(case) -> None:
+    before, after, use = _callables_cases()[case]
+    held = before
+
+    def step(x):
+        return use(held, x)
+
+    compiled = tk.compile(step)
+    x = tk.Cpu(default_dtype="float64").tensor([1.0, 2.0, 3.0])
+    assert same(compiled(x), step(x))
+    held = after
+    assert same(compiled(x), step(x)) and len(compiled.history) == 2
 
 
 SCALE = 2.0  # read by _scaled_loss, which the step below calls

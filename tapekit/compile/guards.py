@@ -86,7 +86,10 @@ def _generator_of(found: tuple[str, Any]) -> tuple[str, Any]:
     """A generator's method under a name (``from numpy.random import rand``, ``draw = rng.normal``)
     draws from its generator: that generator, named by the method's name."""
     name, value = found
-    owner = getattr(value, "__self__", None)
+    try:
+        owner = getattr(value, "__self__", None)
+    except Exception:  # an attribute dict raises KeyError
+        return name, value
     if isinstance(owner, _GENERATORS) and not isinstance(value, _GENERATORS):
         return f"{name} (a {type(owner).__name__}'s method)", owner
     return name, value

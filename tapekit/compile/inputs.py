@@ -11,6 +11,7 @@ import dataclasses
 import functools
 import inspect
 import numbers
+import site
 import sys
 import sysconfig
 import types
@@ -100,7 +101,7 @@ class Inputs:
         for path, value in reach.arguments(args, kwargs):
             self._walk_arg(path, value)
         for name, obj in reach.captured():
-            if type(obj) in _CODE and id(obj) not in reach.code:
+            if _is_code(obj) and id(obj) not in reach.code:
                 self.new_code = True
             self._walk_captured(name, obj, 0)
         if _module._default_device is not None:
@@ -193,10 +194,10 @@ class Inputs:
         an object, a class or a module of the user's (``hp.lr``, ``Config.lr``, ``settings.lr``), the
         values under the keys it names of a dict, the items of a short list or tuple."""
         kind = type(obj)
-        if kind in _CODE:
+        if _is_code(obj):
             self.key.append((name, _code_text(obj), id(obj)))
             self.held.append(obj)
-            if kind is type and depth < _DEEPEST and _users_namespace(obj):  # a class as a namespace of settings
+            if isinstance(obj, type) and depth < _DEEPEST and _users_namespace(obj):  # a class as a namespace
                 self._walk_attributes(name, obj, depth)
         elif kind is types.ModuleType:
             if depth < _DEEPEST and _users_namespace(obj):  # not numpy's, tapekit's or a library's
@@ -218,10 +219,13 @@ class Inputs:
             self._walk_attributes(name, obj, depth)
 
     def _walk_attributes(self, name: str, obj: Any, depth: int) -> None:
-        """The attributes of ``obj`` that the code names (``hp.lr``, ``holder.model``), walked."""
-        for attr, v in list(vars(obj).items()):
-            if attr in self._read:
-                self._walk_captured(f"{name}.{attr}", v, depth + 1)
+        """The attributes of ``obj`` that the code names (``hp.lr``, ``holder.model``), walked; looked
+        up by name where ``obj`` has more of them (a module of 500 names) than the code names."""
+        attrs = vars(obj)
+        names = [a for a in attrs if a in self._read] if len(attrs) <= len(self._read) else \
+            [a for a in self._read if a in attrs]
+        for attr in names:
+            self._walk_captured(f"{name}.{attr}", attrs[attr], depth + 1)
 
     def _walk_items(self, name: str, obj: Any, depth: int) -> None:
         """A list, tuple or dict reached by name: all its items walked where the first is a tensor,
@@ -270,7 +274,13 @@ class Inputs:
 _FOUND = (Tensor, Module, Optimizer, Gradients, Device)
 _DEEPEST = 3  # how deep a walk looks inside what the step names: settings.optim.betas[0]
 _SHORT = 32  # the longest list or tuple of numbers whose items are keyed; a longer one is data
-_CODE = frozenset({types.FunctionType, types.BuiltinFunctionType, types.MethodType, functools.partial, np.ufunc, type})
+_CODE = frozenset({types.FunctionType, types.BuiltinFunctionType, types.MethodType, functools.partial, np.ufunc,
+                   type(np.mean), functools._lru_cache_wrapper, staticmethod, classmethod})  # np.mean: not a ufunc
+
+
+def _is_code(obj: Any) -> bool:
+    """Whether ``obj`` is a function or a class (one with a metaclass too): keyed by identity."""
+    return type(obj) in _CODE or isinstance(obj, type)
 
 
 def _code_text(obj: Any) -> str:
@@ -341,35 +351,63 @@ class _Text(str):
 
 def _settings(obj: Any, held: list) -> tuple:
     """What a module's or optimizer's public attributes fix in a program (``_setting``), and its
-    training mode. Private ones (``_calls``) are its own bookkeeping: not keyed."""
+    training mode. Private ones (``_calls``) are its own bookkeeping: not keyed; nor is what is
+    inside an attribute that its class's code does not read (a history the training loop keeps)."""
     key: list[tuple] = []
+    reads = _class_reads(type(obj))
     for k, v in sorted(vars(obj).items()):
         if not k.startswith("_") and k != "training":  # the mode is below, wherever it is set (train() after eval())
-            _setting(key, k, v, held, 0)
+            _setting(key, k, v, held, reads, 0 if k in reads else _INSIDE)
     return tuple(key) + (("training", getattr(obj, "training", None)),)
 
 
-def _setting(key: list, name: str, value: Any, held: list, depth: int) -> None:
+_INSIDE = 2  # how deep a model's settings are keyed inside a config object, a dict or a list it reads
+
+
+def _setting(key: list, name: str, value: Any, held: list, reads: frozenset, depth: int) -> None:
     """A setting's entries in a key: a number, a string, None or a tuple of them by value; an array
-    by identity (kept in ``held``: another array records again); and two levels inside a config
-    object, a dict or a list (its length, and its items where it has at most ``_SHORT``), each
-    entry named by its path (``config.dropout``, ``sizes[0]``)."""
+    by identity (kept in ``held``: another array records again); and ``_INSIDE`` levels inside a
+    config object (the attributes its class's code ``reads``), a dict or a list (its length, and its
+    items where it has at most ``_SHORT``), each entry named by its path (``config.dropout``)."""
     if isinstance(value, _PLAIN) or (isinstance(value, tuple) and all(isinstance(i, _PLAIN) for i in value)):
         key.append((name, *_plain_key(value)))
     elif is_array(value):
         key.append((name, "array at", id(value)))
         held.append(value)
-    elif depth >= 2 or isinstance(value, _FOUND):
+    elif depth >= _INSIDE or isinstance(value, _FOUND):
         return
     elif isinstance(value, (list, tuple, dict)):
         key.append((name, type(value).__name__, len(value)))
         if len(value) <= _SHORT:
             for k, v in value.items() if isinstance(value, dict) else enumerate(value):
-                _setting(key, f"{name}[{k!r}]", v, held, depth + 1)
+                _setting(key, f"{name}[{k!r}]", v, held, reads, depth + 1)
     elif _plain_object(value):
         for k, v in sorted(vars(value).items()):
-            if not k.startswith("_"):
-                _setting(key, f"{name}.{k}", v, held, depth + 1)
+            if not k.startswith("_") and k in reads:
+                _setting(key, f"{name}.{k}", v, held, reads, depth + 1)
+
+
+@functools.lru_cache(maxsize=256)
+def _class_reads(cls: type) -> frozenset:
+    """The names the user's code of ``cls`` and its bases reads (its methods' and properties'):
+    none for tapekit's own modules and optimizers."""
+    return frozenset(name for fn in _user_functions(cls) for name in _names(fn.__code__))
+
+
+def _user_functions(cls: type) -> list[types.FunctionType]:
+    """The functions of ``cls`` and its bases that are the user's own and that a step may call:
+    methods, static and class methods, properties' getters (not ``__init__`` and the like, which
+    set up what a loop changes later: a list of losses)."""
+    found = []
+    for klass in cls.__mro__:
+        for name, member in vars(klass).items():
+            if name.startswith("__") and name != "__call__":
+                continue
+            fn = member.fget if isinstance(member, property) else \
+                member.__func__ if isinstance(member, (staticmethod, classmethod)) else member
+            if isinstance(fn, types.FunctionType) and _users(fn):
+                found.append(fn)
+    return found
 
 
 def _plain_object(obj: Any) -> bool:
@@ -423,12 +461,15 @@ class Reach:
         self.closure: list[tuple[str, Any]] = []  # (name, with the function that reads it if not fn: cell)
         self.globals: list[tuple[dict, list[str], str]] = []  # (a function's globals, the names it reads, whose)
         self.keys: Any = set()  # the strings the code holds (the keys of a dict it reads), then in order
-        self._follow(getattr(fn, "__func__", fn), set(), 0)
+        seen: set[int] = set()
+        self._follow(getattr(fn, "__func__", fn), seen, 0)
+        for method in _user_functions(type(self.owner)) if self.owner is not None else ():
+            self._follow(method, seen, 1)  # the owner's other methods, which the step may call (self._loss)
         self.keys = tuple(sorted(self.keys))
         self.read = frozenset(name for _, names, _ in self.globals for name in names)  # attributes' names too
         # the functions and classes it reaches by name, alive so that their ids stay theirs: a call that
         # finds another under a name finds its reach again (the new function's globals and closure)
-        self.code = {id(v): v for _, v in self.captured() if type(v) in _CODE}
+        self.code = {id(v): v for _, v in self.captured() if _is_code(v)}
 
     def _follow(self, fn: Any, seen: set, depth: int) -> None:
         """Note what ``fn`` reads by name, and follow the functions among it that are the user's
@@ -484,7 +525,8 @@ class Reach:
         if owner is not None:
             yield "self", owner
             for k, v in vars(owner).items() if hasattr(owner, "__dict__") else ():
-                yield f"self.{k}", v
+                if k in self.read:  # what its code names: not the losses a loop appends to
+                    yield f"self.{k}", v
         for name, cell in self.closure:
             try:
                 yield name, cell.cell_contents
@@ -504,7 +546,8 @@ def _users(fn: types.FunctionType) -> bool:
     return not fn.__module__.startswith("tapekit") and not fn.__code__.co_filename.startswith(_LIBRARIES)
 
 
-_LIBRARIES = tuple({sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")})
+_LIBRARIES = tuple({sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+                   | set(site.getsitepackages()) | {site.getusersitepackages()})  # Debian's dist-packages, pip --user
 
 
 def _strings(code: types.CodeType) -> Iterator[str]:

@@ -194,8 +194,11 @@ class _Method:
 
 def is_array(value: Any) -> bool:
     """Whether ``value`` is an array of the device (not a Tensor, a type or a dtype)."""
-    return (hasattr(value, "shape") and hasattr(value, "dtype")
-            and not isinstance(value, (type, np.dtype, Tensor, types.ModuleType)))  # numpy has np.shape
+    try:
+        return (hasattr(value, "shape") and hasattr(value, "dtype")
+                and not isinstance(value, (type, np.dtype, Tensor, types.ModuleType)))  # numpy has np.shape
+    except Exception:  # an attribute dict (__getattr__ = dict.__getitem__) raises KeyError: not an array
+        return False
 
 
 def nested(value: Any, kind: type) -> Iterator[Any]:
