@@ -1145,6 +1145,59 @@ def _scaled_loss(y):
     return (y * SCALE).sum()
 
 
+class _StaticLoss:
+    loss = staticmethod(_scaled_loss)
+
+
+class _LossHolder:
+    def __init__(self) -> None:
+        self.loss_fn = _scaled_loss
+
+    def step(self, x):
+        return self.loss_fn(x)
+
+
+class _GlobalScaled(tk.nn.Module):
+    def forward(self, x):
+        return x * SCALE
+
+
+def _losses_module() -> types.ModuleType:
+    module = types.ModuleType("losses")
+    module.__file__ = "losses.py"  # the user's own module
+    module.loss = _scaled_loss
+    return module
+
+
+def _reached_loss_cases():
+    """Steps that reach ``_scaled_loss`` (or a module's forward that reads SCALE) other than by a global name."""
+    partial = functools.partial(_scaled_loss)
+    losses = _losses_module()
+    model = _GlobalScaled()
+
+    def with_default(x, loss=_scaled_loss):
+        return loss(x)
+
+    return {"a default argument": with_default, "a functools.partial": lambda x: partial(x),
+            "a class's static method": lambda x: _StaticLoss.loss(x), "a user module's function": lambda x: losses.loss(x),
+            "a function on the step's owner": _LossHolder().step, "a model's forward": lambda x: model(x).sum()}
+
+
+@pytest.mark.parametrize("case", list(_reached_loss_cases()))
+def test_a_number_a_function_reached_other_than_by_name_reads_records_again_when_it_changes(case) -> None:
+    """A function the step reaches through a default, a partial, a class, a module, its owner or a
+    model's forward was not followed: the global number it reads replayed its first value."""
+    global SCALE
+    step = tk.compile(_reached_loss_cases()[case])
+    x = tk.Cpu(default_dtype="float64").tensor([1.0, 2.0])
+    try:
+        assert float(step(x)) == 6.0
+        SCALE = 5.0
+        assert float(step(x)) == 15.0 and len(step.history) == 2
+    finally:
+        SCALE = 2.0
+
+
 def test_a_number_a_function_the_step_calls_reads_by_name_records_again_when_it_changes() -> None:
     """A loss defined apart that reads a global coefficient replayed the first call's value: a
     wrong gradient, silently. Its numbers are keyed as the step's own are, and the reason names the

@@ -16,7 +16,7 @@ import sys
 import sysconfig
 import types
 from operator import itemgetter
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -28,6 +28,19 @@ from ..nn.module import Module
 from ..optim import Optimizer
 from ..tensor import Tensor
 from .tracer import is_array
+
+
+def _per_object(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``fn`` of a module or a class, computed once for each (by identity: some classes cannot be hashed)."""
+    found: dict[int, tuple[Any, Any]] = {}
+
+    def cached(obj: Any) -> Any:
+        kept = found.get(id(obj))
+        if kept is None or kept[0] is not obj:
+            kept = found[id(obj)] = (obj, fn(obj))
+        return kept[1]
+
+    return cached
 
 
 class Cell(tuple):
@@ -387,13 +400,14 @@ def _setting(key: list, name: str, value: Any, held: list, reads: frozenset, dep
                 _setting(key, f"{name}.{k}", v, held, reads, depth + 1)
 
 
-@functools.lru_cache(maxsize=256)
+@_per_object
 def _class_reads(cls: type) -> frozenset:
     """The names the user's code of ``cls`` and its bases reads (its methods' and properties'):
     none for tapekit's own modules and optimizers."""
     return frozenset(name for fn in _user_functions(cls) for name in _names(fn.__code__))
 
 
+@_per_object
 def _user_functions(cls: type) -> list[types.FunctionType]:
     """The functions of ``cls`` and its bases that are the user's own and that a step may call:
     methods, static and class methods, properties' getters (not ``__init__`` and the like, which
@@ -416,7 +430,7 @@ def _plain_object(obj: Any) -> bool:
                                                              types.MethodType, functools.partial, Tensor))
 
 
-@functools.lru_cache(maxsize=256)
+@_per_object
 def _users_namespace(obj: Any) -> bool:
     """Whether a module, or a class's module, is the user's own (a notebook's, a project's), not
     tapekit's or one installed with Python or a package: numpy's are not walked at every call."""
@@ -463,8 +477,11 @@ class Reach:
         self.keys: Any = set()  # the strings the code holds (the keys of a dict it reads), then in order
         seen: set[int] = set()
         self._follow(getattr(fn, "__func__", fn), seen, 0)
-        for method in _user_functions(type(self.owner)) if self.owner is not None else ():
-            self._follow(method, seen, 1)  # the owner's other methods, which the step may call (self._loss)
+        # the functions its defaults, a partial's arguments and its owner hold (self.loss_fn, self._loss)
+        named = {name for _, names, _ in self.globals for name in names}
+        for value in [v for _, v in self.bound] + ([] if self.owner is None else [self.owner]):
+            for callee in _callees(value, named):
+                self._follow(callee, seen, 1)
         self.keys = tuple(sorted(self.keys))
         self.read = frozenset(name for _, names, _ in self.globals for name in names)  # attributes' names too
         # the functions and classes it reaches by name, alive so that their ids stay theirs: a call that
@@ -488,8 +505,8 @@ class Reach:
             return
         values = [_contents(cell) for _, cell in cells] + [fn.__globals__.get(name) for name in names]
         for value in values:
-            if isinstance(value, types.FunctionType) and _users(value):
-                self._follow(value, seen, depth + 1)
+            for callee in _callees(value, names):
+                self._follow(callee, seen, depth + 1)
 
     def arguments(self, args: tuple, kwargs: dict) -> list[tuple[tuple, Any]]:
         """The call's arguments by name (by position and keyword where they do not bind)."""
@@ -539,6 +556,28 @@ class Reach:
 
 
 _FOLLOWED = 3  # how deep Reach follows the functions a step names (a step -> its loss -> a helper)
+
+
+def _callees(value: Any, names: Iterable[str]) -> Iterator[types.FunctionType]:
+    """The user's functions a step may call through ``value``: a function; a bound method's, a
+    partial's or a static method's; of a user's module, class or object, those ``names`` names
+    (``losses.loss``, ``Helper.loss``, ``holder.loss_fn``); and an object's methods (a model's forward)."""
+    fn = value
+    while isinstance(fn, (functools.partial, types.MethodType, staticmethod, classmethod)):
+        fn = fn.func if isinstance(fn, functools.partial) else fn.__func__
+    if isinstance(fn, types.FunctionType):
+        if _users(fn):
+            yield fn
+        return
+    namespace = isinstance(value, (types.ModuleType, type))
+    if namespace and not _users_namespace(value) or not namespace and not _plain_object(value):
+        return
+    attrs = vars(value)
+    for name in names:
+        if name in attrs:
+            yield from _callees(attrs[name], ())
+    if not namespace:
+        yield from _user_functions(type(value))
 
 
 def _users(fn: types.FunctionType) -> bool:
