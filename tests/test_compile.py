@@ -892,6 +892,29 @@ def test_a_float_argument_is_keyed_by_its_text() -> None:
     assert "argument c changed: float 0.0 -> float -0.0" in repr(step)
 
 
+@pytest.mark.parametrize("zeros", [(np.float32(0.0), np.float32(-0.0), np.float32("nan")),
+                                   ((1.0, 0.0), (1.0, -0.0), (1.0, float("nan")))], ids=["numpy scalar", "tuple"])
+def test_a_numpy_scalar_or_a_tuple_of_floats_is_keyed_by_its_text(zeros) -> None:
+    """As a float is: a numpy scalar or a tuple of floats, passed or a model's setting, with -0.0
+    replayed the program of 0.0 (inf where eager gives -inf), and one with NaN recorded anew at
+    every call."""
+    dev = tk.Cpu(default_dtype="float64")
+    model = tk.nn.Linear(2, 2, device=dev)
+    x = dev.tensor([1.0, 2.0])
+
+    def passed(x, c):
+        return 1.0 / (x * float(np.asarray(c).ravel()[-1]))
+
+    def held(x):
+        return passed(x, model.c)
+
+    by_argument, by_setting = tk.compile(passed), tk.compile(held)
+    for c in (zeros[0], zeros[1], zeros[0], type(zeros[2])(zeros[2]), type(zeros[2])(zeros[2])):
+        model.c = c
+        assert same(by_argument(x, c), passed(x, c)) and same(by_setting(x), held(x))
+    assert len(by_argument.history) == 3 and len(by_setting.history) == 3
+
+
 def _linear_and_sgd():
     model = tk.nn.Linear(2, 1, device=tk.Cpu(seed=3, default_dtype="float64"))
     return model, tk.optim.Sgd(model, lr=0.1)
@@ -1532,6 +1555,16 @@ def test_the_devices_own_generator_and_other_threads_draws_are_not_refused() -> 
 
     step = tk.compile(Trainer().step)
     assert len({step(dev.ones((8, 3))).item() for _ in range(3)}) == 3 and len(step.history) == 1
+
+    def augmented(x, augment=False):  # names numpy's global draw (imported), in a branch not taken
+        if augment:
+            x = x + _rand(*x.shape)
+        worker = threading.Thread(target=np.random.rand, args=(3,))
+        worker.start()
+        worker.join()
+        return (x * 2.0).sum()
+
+    assert tk.compile(augmented)(dev.ones(2)).item() == 4.0
 
 
 def test_a_tensor_made_before_the_call_and_not_found_is_frozen_with_a_warning() -> None:

@@ -95,9 +95,12 @@ def _generator_of(found: tuple[str, Any]) -> tuple[str, Any]:
     return name, value
 
 
-def refuse_draws(generators: list[tuple[str, Any, Any]], fn_name: str) -> None:
-    """After a recording: refuse it if the step drew from one of ``generators`` (``drawn``)."""
+def refuse_draws(generators: list[tuple[str, Any, Any]], fn_name: str, global_draws_elsewhere: int) -> None:
+    """After a recording: refuse it if the step drew from one of ``generators`` (``drawn``); not for
+    numpy's global generator where other threads drew from it meanwhile (a data loader's)."""
     for name, generator, before in generators:
+        if generator is np.random.mtrand._rand and global_draws_elsewhere:
+            continue
         if not _same(before, _state(generator)):
             raise _frozen_draw(name, fn_name, "")
 

@@ -304,9 +304,13 @@ _PLAIN = (numbers.Number, str, bytes, type(None))  # values a program holds as c
 
 
 def _plain_key(value: Any) -> tuple:
-    """A plain value in a call's key: its type and value; a float by its text, since 0.0 and -0.0
-    are equal numbers that compute differently (1 / x), and NaN equals nothing."""
-    return type(value).__name__, _Text(repr(value)) if isinstance(value, float) else value
+    """A plain value in a call's key: its type and value; a float (numpy's too, complex ones, and a
+    tuple of them) by its text, since 0.0 and -0.0 are equal numbers that compute differently
+    (1 / x), and NaN equals nothing."""
+    return type(value).__name__, _Text(repr(value)) if isinstance(value, _BY_TEXT) else value
+
+
+_BY_TEXT = (float, complex, np.floating, np.complexfloating, tuple)
 
 
 def settings_changed(before: tuple, now: tuple) -> str:

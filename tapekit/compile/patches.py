@@ -160,7 +160,8 @@ class Patches:
         self._swap(Optimizer, "update", update)
 
     def _numpy_random(self) -> None:
-        """numpy's global random functions: a draw from the recording thread is refused, at its line."""
+        """numpy's global random functions: a draw from the recording thread is refused, at its line;
+        one from another thread is counted (the global generator's state then tells nothing)."""
         rec = self.rec
         for name in GLOBAL_DRAWS:
             real = getattr(np.random, name)
@@ -168,6 +169,7 @@ class Patches:
             def draw(*args: Any, _name: str = name, _real: Callable = real, **kw: Any) -> Any:
                 if get_ident() == rec.thread:
                     raise refuse_global_draw(_name, rec.fn_name)
+                rec.global_draws_elsewhere += 1
                 return _real(*args, **kw)
 
             self._swap(np.random, name, draw)

@@ -100,7 +100,7 @@ class Compiled:
         rec.frozen = dict.fromkeys(module_constants(inputs))
         result, ends, grads_after, warned = self._run_traced(rec, inputs, args, kwargs)
         refuse_rebound(self.reach, inputs, lambda a: type(a) is Tracer and a.rec is rec, self.__name__)
-        refuse_draws(generators, self.__name__)
+        refuse_draws(generators, self.__name__, rec.global_draws_elsewhere)
         warn_frozen(rec.frozen, self.__name__)
         for message, category in warned:
             warnings.warn(message, category, stacklevel=5)  # at the caller's line: _recorded, _record, _call, __call__

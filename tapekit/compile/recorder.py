@@ -74,6 +74,7 @@ class Recorder:
         self.first_id = next_id()  # and tensors made before it have smaller ids
         self.frozen: dict[int, str | None] = {}  # tensors made before the call, not inputs: id -> label (None: ok)
         self.thread = get_ident()  # the thread that records: calls from others (get_ident() != thread) pass through
+        self.global_draws_elsewhere = 0  # draws from numpy's global generator by other threads while it records
 
     def slot(self, value: Any, kind: str) -> Tracer:
         if type(value) is not np.ndarray and is_array(value):  # a CuPy or array-API array: its methods, for the tracer
