@@ -7,6 +7,7 @@ from __future__ import annotations
 import abc
 import contextlib
 import dataclasses
+import enum
 import ctypes
 import functools
 import gc
@@ -1037,6 +1038,67 @@ def test_what_a_step_does_not_read_records_nothing_new() -> None:
     assert len(step.history) == 1
 
 
+class _Mode(enum.Enum):
+    SUM = 1
+    MEAN = 2
+
+
+def _builtin_values_cases():
+    """Values of Python's own types the key missed: (before, after, how the step uses them)."""
+    return {"an Enum member": (_Mode.SUM, _Mode.MEAN, lambda v, x: x.sum() if v is _Mode.SUM else x.mean()),
+            "a range": (range(2), range(1), lambda v, x: x[list(v)].sum()),
+            "a slice": (slice(0, 2), slice(0, 1), lambda v, x: x[v].sum()),
+            "a set": ({0, 1}, {0}, lambda v, x: x[sorted(v)].sum()),
+            "a frozenset": (frozenset({0, 1}), frozenset({0}), lambda v, x: x[sorted(v)].sum())}
+
+
+@pytest.mark.parametrize("case", list(_builtin_values_cases()))
+def test_a_builtin_value_the_step_reads_by_name_records_again_when_it_changes(case) -> None:
+    before, after, use = _builtin_values_cases()[case]
+    held = before
+
+    def step(x):
+        return use(held, x)
+
+    compiled = tk.compile(step)
+    x = tk.Cpu(default_dtype="float64").tensor([1.0, 2.0, 4.0])
+    assert same(compiled(x), step(x))
+    held = after
+    assert same(compiled(x), step(x)) and len(compiled.history) == 2
+
+
+def test_a_function_whose_code_is_replaced_records_again() -> None:
+    """IPython's autoreload puts a module's edited code into the function it had (``__code__``):
+    the function is the same object, and its first program was replayed."""
+    def loss(x):
+        return x.sum() * 2.0
+
+    def edited(x):
+        return x.sum() * 3.0
+
+    step = tk.compile(lambda x: loss(x))
+    x = tk.Cpu(default_dtype="float64").tensor([1.0, 2.0])
+    assert step(x).item() == 6.0
+    loss.__code__ = edited.__code__
+    assert step(x).item() == 9.0 and len(step.history) == 2
+    assert re.fullmatch(r"loss \(its code\) changed: code at 0x[0-9a-f]+ -> code at 0x[0-9a-f]+", step.history[1].why)
+
+
+def test_a_bound_method_passed_as_an_argument_replays() -> None:
+    """``obj.method`` is a new object at each access: keyed by its id, every call recorded anew. Its
+    object is walked as an argument: a model's parameters are inputs, not frozen constants."""
+    dev = tk.Cpu(default_dtype="float64")
+    model = tk.nn.Linear(2, 1, device=dev)
+    step = tk.compile(lambda x, forward: forward(x).sum())
+    x = dev.tensor([[1.0, 2.0]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for _ in range(3):
+            assert same(step(x, model.forward), model(x).sum())
+            model.weight.data += 1.0
+    assert len(step.history) == 1
+
+
 class _Stats:
     def __init__(self) -> None:
         self.calls = 0
@@ -1473,10 +1535,17 @@ def test_a_module_attribute_forward_binds_to_a_tensor_it_made_is_refused() -> No
         history.append(x * 2)
         return x.sum()
 
-    for step, name in ((private, r"last\._last"), (appended, r"history\[0\]")):
+    state = types.SimpleNamespace(ema=dev.tensor([0.0, 0.0]))
+
+    def averaged(x):  # an attribute of a plain object the step names
+        state.ema = state.ema * 0.5 + x
+        return state.ema.sum()
+
+    for step, name in ((private, r"last\._last"), (appended, r"history\[0\]"), (averaged, r"state\.ema")):
         with pytest.raises(tk.CompileError, match=rf"{step.__name__} binds {name} to t\d+, a tensor it made"):
             tk.compile(step)(dev.tensor([2.0, 4.0]))
     assert type(last._last.data) is np.ndarray and type(history[0].data) is np.ndarray
+    assert type(state.ema.data) is np.ndarray
 
 
 _noise = np.random.default_rng(0)
@@ -1524,11 +1593,21 @@ def test_a_draw_from_numpys_own_generators_is_refused() -> None:
     def method_draw(x):
         return (x * dev.tensor(uniform(3) > 0.5)).sum()
 
+    sampler = types.SimpleNamespace(rng=np.random.default_rng(4))
+    normal = functools.partial(np.random.default_rng(5).normal, 0.0, 1.0)
+
+    def held_draw(x):  # a generator a plain object holds
+        return (x * sampler.rng.normal()).sum()
+
+    def partial_draw(x):
+        return (x * normal()).sum()
+
     for step, name in ((global_draw, r"numpy's global generator \(np\.random\.rand\) while tk\.compile records it "
                                      r"at .*test_compile\.py:\d+: `return \(x \* dev\.tensor\(np\.random\.rand"),
                        (named_draw, "_noise"), (module_draw, r"masked\.rng"), (passed_draw, "an argument"),
                        (imported_draw, r"_rand \(a RandomState's method\)"),
-                       (method_draw, r"uniform \(a Generator's method\)")):
+                       (method_draw, r"uniform \(a Generator's method\)"), (held_draw, r"sampler\.rng"),
+                       (partial_draw, r"normal \(a Generator's method\)")):
         with pytest.raises(tk.CompileError, match=rf"{step.__name__} draws from {name}"):
             tk.compile(step)(dev.ones(3), *([np.random.default_rng(2)] if step is passed_draw else []))
     compiled = tk.compile(device_draw)

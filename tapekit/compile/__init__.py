@@ -23,7 +23,8 @@ Python numbers (passed as arguments, or read by name, by the step or a function 
 a closure's variable, and up to three levels inside what it names, an attribute it names of an
 object, a class or a module of the user's, a dict's value under a key it names, an item of a list or
 tuple of at most 32; a helper's counter too, so read it outside the step), the
-functions and classes it reads by name (by identity: a loss swapped, a cell defining it run again),
+Enum members, ranges and sets, the functions and classes it reads by name (by identity: a loss
+swapped, a cell defining it run again; and a function's code, which autoreload edits in place),
 modules' training modes and public settings (two levels inside a config object, a dict or a short
 list they hold too) and optimizers' settings are part of a program's key: a
 call that differs in any of them records a new program. A step's eighth program warns

@@ -7,6 +7,7 @@ the program holds as constants (``tk.FrozenTensorWarning``)."""
 
 from __future__ import annotations
 
+import functools
 import sys
 import warnings
 from typing import Any, Callable, Iterator
@@ -17,7 +18,7 @@ from ..callsite import code_at, place
 from ..nn.module import Module
 from ..tensor import Tensor
 from .errors import CompileError, FrozenTensorWarning
-from .inputs import Inputs, Reach
+from .inputs import Inputs, Reach, _plain_object
 from .tracer import Tracer
 
 
@@ -28,8 +29,8 @@ GLOBAL_DRAWS = [name for name in dir(np.random) if name not in ("get_state", "se
 
 def held(name: str, value: Any, seen: set, depth: int = 0) -> Iterator[tuple[str, Any]]:
     """``(name, object)`` for ``value`` and what it holds where a step may keep a tensor or a
-    generator: a module's attributes (and its modules'), a list's, tuple's or dict's items (one
-    level deep)."""
+    generator: a module's attributes (and its modules'), a plain object's attributes, a list's,
+    tuple's or dict's items (one level deep)."""
     if id(value) in seen:
         return
     seen.add(id(value))
@@ -43,6 +44,9 @@ def held(name: str, value: Any, seen: set, depth: int = 0) -> Iterator[tuple[str
     elif depth == 0 and isinstance(value, dict):
         for k, v in list(value.items()):
             yield from held(f"{name}[{k!r}]", v, seen, 1)
+    elif depth == 0 and _plain_object(value):  # state.ema, sampler.rng
+        for attr, v in list(vars(value).items()):
+            yield from held(f"{name}.{attr}", v, seen, 1)
 
 
 def _reached(reach: Reach, inputs: Inputs) -> Iterator[tuple[str, Any]]:
@@ -87,7 +91,7 @@ def _generator_of(found: tuple[str, Any]) -> tuple[str, Any]:
     draws from its generator: that generator, named by the method's name."""
     name, value = found
     try:
-        owner = getattr(value, "__self__", None)
+        owner = getattr(value.func if isinstance(value, functools.partial) else value, "__self__", None)
     except Exception:  # an attribute dict raises KeyError
         return name, value
     if isinstance(owner, _GENERATORS) and not isinstance(value, _GENERATORS):

@@ -8,6 +8,7 @@ which cells hold the same array)."""
 from __future__ import annotations
 
 import dataclasses
+import enum
 import functools
 import inspect
 import numbers
@@ -114,8 +115,8 @@ class Inputs:
         for path, value in reach.arguments(args, kwargs):
             self._walk_arg(path, value)
         for name, obj in reach.captured():
-            if _is_code(obj) and id(obj) not in reach.code:
-                self.new_code = True
+            if _is_code(obj) and reach.code.get(id(obj)) != (obj, getattr(obj, "__code__", None)):
+                self.new_code = True  # another function, or its code edited in place (IPython's autoreload)
             self._walk_captured(name, obj, 0)
         if _module._default_device is not None:
             self.devices.setdefault(id(_module._default_device), _module._default_device)
@@ -180,6 +181,10 @@ class Inputs:
             self.key.append((what, type(value).__name__, fields))
             for name in fields:
                 self._walk_arg(path + (_Field(name),), getattr(value, name))
+        elif isinstance(value, types.MethodType):  # obj.method: a new object at each access, of one function
+            self.key.append((what, f"method {value.__qualname__} of", id(value.__self__), id(value.__func__)))
+            self.held.append(value)
+            self._walk_arg(path + (_Field("__self__"),), value.__self__)  # a model's forward: its parameters
         else:
             self.key.append((what, f"{type(value).__name__} at", id(value)))
             self.held.append(value)
@@ -208,15 +213,18 @@ class Inputs:
         values under the keys it names of a dict, the items of a short list or tuple."""
         kind = type(obj)
         if _is_code(obj):
-            self.key.append((name, _code_text(obj), id(obj)))
-            self.held.append(obj)
-            if isinstance(obj, type) and depth < _DEEPEST and _users_namespace(obj):  # a class as a namespace
-                self._walk_attributes(name, obj, depth)
+            self._code(name, obj, depth)
         elif kind is types.ModuleType:
             if depth < _DEEPEST and _users_namespace(obj):  # not numpy's, tapekit's or a library's
                 self._walk_attributes(name, obj, depth)
+        elif isinstance(obj, enum.Enum):  # a member: Mode.SUM
+            self.key.append((name, type(obj).__name__, obj.name))
         elif isinstance(obj, _PLAIN):
             self.key.append((name, *_plain_key(obj)))
+        elif kind in _BY_CONTENTS and len(obj) <= _SHORT:  # range(2), {0, 1}
+            self.key.append((name, kind.__name__, _Text(repr(sorted(obj, key=repr))) if kind is set else obj))
+        elif kind is slice:
+            self.key.append((name, "slice", _Text(repr((obj.start, obj.stop, obj.step)))))
         elif is_array(obj):  # a constant of the program, copied as recorded: another array records again
             self.key.append((name, "array at", id(obj)))
             self.held.append(obj)
@@ -229,6 +237,20 @@ class Inputs:
         elif depth < _DEEPEST and isinstance(obj, (list, tuple, dict)) and obj:
             self._walk_items(name, obj, depth)
         elif depth < _DEEPEST and _plain_object(obj):
+            self._walk_attributes(name, obj, depth)
+
+    def _code(self, name: str, obj: Any, depth: int) -> None:
+        """A function or a class, by identity; a function's code too (autoreload replaces it in
+        place); a bound method's object, walked (a model's parameters, for ``model.forward``); the
+        attributes the code names of a user's class (a namespace of settings)."""
+        self.key.append((name, _code_text(obj), id(obj)))
+        self.held.append(obj)
+        if type(obj) is types.FunctionType:
+            self.key.append((f"{name} (its code)", "code at", id(obj.__code__)))
+            self.held.append(obj.__code__)
+        elif type(obj) is types.MethodType and depth < _DEEPEST:
+            self._walk_captured(f"{name}.__self__", obj.__self__, depth + 1)
+        if isinstance(obj, type) and depth < _DEEPEST and _users_namespace(obj):
             self._walk_attributes(name, obj, depth)
 
     def _walk_attributes(self, name: str, obj: Any, depth: int) -> None:
@@ -311,6 +333,7 @@ def _plain_key(value: Any) -> tuple:
 
 
 _BY_TEXT = (float, complex, np.floating, np.complexfloating, tuple)
+_BY_CONTENTS = (range, set, frozenset)  # compared by their items
 
 
 def settings_changed(before: tuple, now: tuple) -> str:
@@ -490,7 +513,7 @@ class Reach:
         self.read = frozenset(name for _, names, _ in self.globals for name in names)  # attributes' names too
         # the functions and classes it reaches by name, alive so that their ids stay theirs: a call that
         # finds another under a name finds its reach again (the new function's globals and closure)
-        self.code = {id(v): v for _, v in self.captured() if _is_code(v)}
+        self.code = {id(v): (v, getattr(v, "__code__", None)) for _, v in self.captured() if _is_code(v)}
 
     def _follow(self, fn: Any, seen: set, depth: int) -> None:
         """Note what ``fn`` reads by name, and follow the functions among it that are the user's
