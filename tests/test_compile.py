@@ -1067,6 +1067,26 @@ def test_a_builtin_value_the_step_reads_by_name_records_again_when_it_changes(ca
     assert same(compiled(x), step(x)) and len(compiled.history) == 2
 
 
+def test_a_function_a_model_holds_records_again_when_it_changes() -> None:
+    """A model's activation as an attribute (``self.act = np.sin``, then ``np.cos``) was not part of
+    its settings: the first one's program was replayed."""
+    class Net(tk.nn.Module):
+        def __init__(self) -> None:
+            self.act = np.sin
+
+        def forward(self, x):
+            return self.act(x.data)
+
+    net = Net()
+    step = tk.compile(lambda x: net(x))
+    x = tk.Cpu(default_dtype="float64").tensor([1.0, 2.0])
+    assert same(step(x), np.sin([1.0, 2.0]))
+    net.act = np.cos
+    assert same(step(x), np.cos([1.0, 2.0])) and len(step.history) == 2
+    assert re.fullmatch(r"net \(a Net\) changed: act function sin at 0x[0-9a-f]+ -> function cos at 0x[0-9a-f]+",
+                        step.history[1].why)
+
+
 def test_a_function_whose_code_is_replaced_records_again() -> None:
     """IPython's autoreload puts a module's edited code into the function it had (``__code__``):
     the function is the same object, and its first program was replayed."""

@@ -379,7 +379,7 @@ def _values_text(old: list | None, new: list | None) -> tuple[str, str]:
 def _value_text(value: list | None) -> str:
     if value is None:
         return "unset"
-    return f"array at {value[1]:#x}" if value[0] == "array at" else str(value[-1])
+    return f"{value[0]} {value[1]:#x}" if str(value[0]).endswith(" at") else str(value[-1])
 
 
 class _Text(str):
@@ -406,13 +406,16 @@ _INSIDE = 2  # how deep a model's settings are keyed inside a config object, a d
 
 def _setting(key: list, name: str, value: Any, held: list, reads: frozenset, depth: int) -> None:
     """A setting's entries in a key: a number, a string, None or a tuple of them by value; an array
-    by identity (kept in ``held``: another array records again); and ``_INSIDE`` levels inside a
+    or a function by identity (kept in ``held``: another records again); and ``_INSIDE`` levels inside a
     config object (the attributes its class's code ``reads``), a dict or a list (its length, and its
     items where it has at most ``_SHORT``), each entry named by its path (``config.dropout``)."""
     if isinstance(value, _PLAIN) or (isinstance(value, tuple) and all(isinstance(i, _PLAIN) for i in value)):
         key.append((name, *_plain_key(value)))
     elif is_array(value):
         key.append((name, "array at", id(value)))
+        held.append(value)
+    elif _is_code(value):  # self.act = np.sin
+        key.append((name, _code_text(value), id(value)))
         held.append(value)
     elif depth >= _INSIDE or isinstance(value, _FOUND):
         return
