@@ -1038,6 +1038,11 @@ def test_what_a_step_does_not_read_records_nothing_new() -> None:
     assert len(step.history) == 1
 
 
+class _Bits(enum.IntFlag):  # _Bits(3) has no name of its own
+    ONE = 1
+    TWO = 2
+
+
 class _Mode(enum.Enum):
     SUM = 1
     MEAN = 2
@@ -1046,6 +1051,7 @@ class _Mode(enum.Enum):
 def _builtin_values_cases():
     """Values of Python's own types the key missed: (before, after, how the step uses them)."""
     return {"an Enum member": (_Mode.SUM, _Mode.MEAN, lambda v, x: x.sum() if v is _Mode.SUM else x.mean()),
+            "a Flag's combination": (_Bits(3), _Bits(1), lambda v, x: x.sum() * float(v.value)),
             "a range": (range(2), range(1), lambda v, x: x[list(v)].sum()),
             "a slice": (slice(0, 2), slice(0, 1), lambda v, x: x[v].sum()),
             "a set": ({0, 1}, {0}, lambda v, x: x[sorted(v)].sum()),
@@ -1178,6 +1184,167 @@ def test_an_attribute_a_method_of_the_steps_owner_reads_records_again_when_it_ch
     assert same(step(x), x * 2.0)
     weighted.alpha = 3.0
     assert same(step(x), x * 3.0) and len(step.history) == 2
+
+
+class _Config:
+    def __init__(self) -> None:
+        self.scale = 2.0
+
+    @property
+    def effective(self):
+        return self.scale * 1.0
+
+
+def _times_scale(y, config):
+    return y * config.scale
+
+
+class _ByHelper(tk.nn.Module):
+    def __init__(self) -> None:
+        self.config = _Config()
+
+    def forward(self, y):
+        return _times_scale(y, self.config)
+
+
+class _ByProperty(_ByHelper):
+    def forward(self, y):
+        return y * self.config.effective
+
+
+class _ByGetattr(_ByHelper):
+    def forward(self, y):
+        return y * getattr(self.config, "scale")
+
+
+class _OwnerByGetattr:
+    def __init__(self) -> None:
+        self.config = _Config()
+        self.scale = 2.0
+
+    def step(self, y):
+        return y * getattr(self, "scale")
+
+
+class _Coder:
+    """An owner whose models the step picks by name: ``getattr(self, name)`` for names in a tuple."""
+
+    def __init__(self, dev: tk.Device) -> None:
+        self.enc, self.dec = tk.nn.Linear(2, 2, device=dev), tk.nn.Linear(2, 1, device=dev)
+
+    def step(self, y):
+        for name in ("enc", "dec"):
+            y = getattr(self, name)(y)
+        return y.sum()
+
+
+def test_models_the_owner_names_in_strings_are_inputs() -> None:
+    dev = tk.Cpu(default_dtype="float64")
+    coder = _Coder(dev)
+    step = tk.compile(coder.step)
+    x = dev.tensor([[1.0, 2.0]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # found: no FrozenTensorWarning
+        assert same(step(x), coder.step(x))
+    coder.enc.weight.data *= 2.0
+    assert same(step(x), coder.step(x)) and len(step.history) == 1
+
+
+@pytest.mark.parametrize("kind", [_ByHelper, _ByProperty, _ByGetattr, _OwnerByGetattr])
+def test_a_setting_read_through_a_helper_a_property_or_getattr_records_again_when_it_changes(kind) -> None:
+    """A model's config read by a helper outside its class, through a property, or with getattr and
+    a string, and an owner's attribute read with getattr: each replayed the first value once only
+    the names a model's class reads were keyed."""
+    held = kind()
+    step = tk.compile(held.step if kind is _OwnerByGetattr else lambda y: held(y))
+    x = tk.Cpu(default_dtype="float64").tensor([1.0, 2.0])
+    assert same(step(x), x * 2.0)
+    held.config.scale = held.scale = 5.0
+    assert same(step(x), x * 5.0) and len(step.history) == 2
+
+
+GLOBAL_STEP = 0  # a loop's counter, read by a model's method the step never calls
+
+
+class _Logged(tk.nn.Module):
+    def __init__(self, dev: tk.Device) -> None:
+        self.lin = tk.nn.Linear(2, 1, device=dev)
+        self.sched, self.losses = None, []
+
+    def forward(self, x):
+        return self.lin(x)
+
+    def maybe_log(self) -> None:  # never called in the step
+        if GLOBAL_STEP % 100 == 0:
+            self.losses.append(GLOBAL_STEP)
+
+    def end_of_batch(self) -> None:  # names an attribute "step", as the loop's variable below is named
+        self.sched.step()
+
+
+class _Fitter:
+    def __init__(self, dev: tk.Device) -> None:
+        self.model = _Logged(dev)
+        self.losses: list[float] = []
+        self.compiled = tk.compile(self.train)
+
+    def train(self, x):
+        return self.model(x).sum()
+
+    def fit(self, x, n):  # the loop: not called in the step, it reads what changes at every call
+        for _ in range(n):
+            self.losses.append(float(self.compiled(x)))
+
+
+def test_methods_the_step_does_not_call_record_nothing_new() -> None:
+    """A loop method of the step's owner that appends to ``self.losses``, a model's method that
+    reads a global counter, a global loop variable named as an attribute a method calls: each
+    recorded a program per call once every method of the owner and of the models was followed."""
+    global GLOBAL_STEP
+    dev = tk.Cpu(default_dtype="float64")
+    fitter = _Fitter(dev)
+    x = dev.tensor([[1.0, 2.0]])
+    fitter.fit(x, 4)
+    assert len(fitter.compiled.history) == 1
+    model = _Logged(dev)
+    compiled = tk.compile(lambda x: model(x).sum())
+    try:
+        for step in range(4):  # noqa: B007  (a global named as the attribute end_of_batch calls)
+            globals()["step"] = step
+            compiled(x)
+            GLOBAL_STEP += 1
+            model.maybe_log()
+    finally:
+        GLOBAL_STEP = 0
+        globals().pop("step", None)
+    assert len(compiled.history) == 1
+
+
+def test_a_set_of_tensors_the_step_names_records_nothing_new() -> None:
+    """A set was keyed by its items' text, and a tensor's text shows its values: a program per call."""
+    dev = tk.Cpu(default_dtype="float64")
+    model = tk.nn.Linear(2, 1, device=dev)
+    frozen = {model.bias}
+    step = tk.compile(lambda x: model(x).sum() * (1.0 if model.bias in frozen else 2.0))
+    x = dev.tensor([[1.0, 2.0]])
+    for _ in range(3):
+        step(x)
+        model.bias.data += 1.0
+    assert len(step.history) == 1
+
+
+def test_a_function_made_by_exec_is_keyed() -> None:
+    """A function whose ``__module__`` is None (made by ``exec`` with bare globals) crashed the key."""
+    space: dict = {}
+    exec("def loss(y):\n    return (y * 2.0).sum()\n", space)
+    loss = space["loss"]
+
+    def with_default(y, loss=loss):
+        return loss(y)
+
+    x = tk.Cpu(default_dtype="float64").tensor([1.0, 2.0])
+    for step in (lambda y: loss(y), with_default, loss):
+        assert tk.compile(step)(x).item() == 6.0
 
 
 class _AttrDict(dict):

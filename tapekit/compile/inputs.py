@@ -8,6 +8,7 @@ which cells hold the same array)."""
 from __future__ import annotations
 
 import dataclasses
+import dis
 import enum
 import functools
 import inspect
@@ -111,6 +112,7 @@ class Inputs:
         self.held: list[Any] = []  # what the key names by id: its program keeps them, so no other takes their ids
         self._read = reach.read  # the names the step's code reads (a plain object's attributes among them)
         self._read_keys = reach.keys  # the strings it holds (a dict's keys it reads among them)
+        self._named = reach.named
         self.new_code = False  # a name holds a function or class that ``reach`` did not find there
         for path, value in reach.arguments(args, kwargs):
             self._walk_arg(path, value)
@@ -217,11 +219,11 @@ class Inputs:
         elif kind is types.ModuleType:
             if depth < _DEEPEST and _users_namespace(obj):  # not numpy's, tapekit's or a library's
                 self._walk_attributes(name, obj, depth)
-        elif isinstance(obj, enum.Enum):  # a member: Mode.SUM
-            self.key.append((name, type(obj).__name__, obj.name))
+        elif isinstance(obj, enum.Enum):  # a member (Mode.SUM), or a Flag's combination (no name of its own)
+            self.key.append((name, type(obj).__name__, _Text(repr(obj))))
         elif isinstance(obj, _PLAIN):
             self.key.append((name, *_plain_key(obj)))
-        elif kind in _BY_CONTENTS and len(obj) <= _SHORT:  # range(2), {0, 1}
+        elif kind in _BY_CONTENTS and len(obj) <= _SHORT and all(isinstance(i, _PLAIN) for i in obj):  # {0, 1}
             self.key.append((name, kind.__name__, _Text(repr(sorted(obj, key=repr))) if kind is set else obj))
         elif kind is slice:
             self.key.append((name, "slice", _Text(repr((obj.start, obj.stop, obj.step)))))
@@ -291,7 +293,7 @@ class Inputs:
             origin = obj._origin()
             self.modules.append((name, origin))
             self.key.append((f"{name} (a {type(obj).__name__})", MODULE, id(origin), id(obj),
-                             tuple((type(m).__name__, _settings(m, self.held)) for m in _modules_of(origin))))
+                             tuple((type(m).__name__, _settings(m, self.held, self._named)) for m in _modules_of(origin))))
             for pname, p in origin.named_parameters():
                 self.param_names.setdefault(p.id, pname)
                 self._tensor(p, f"parameter {pname}")
@@ -389,26 +391,27 @@ class _Text(str):
         return str(self)
 
 
-def _settings(obj: Any, held: list) -> tuple:
+def _settings(obj: Any, held: list, named: frozenset = frozenset()) -> tuple:
     """What a module's or optimizer's public attributes fix in a program (``_setting``), and its
     training mode. Private ones (``_calls``) are its own bookkeeping: not keyed; nor is what is
-    inside an attribute that its class's code does not read (a history the training loop keeps)."""
+    inside an attribute that neither a call of it (its forward and the methods that names) nor the
+    step's code (``named``) names (a history the training loop keeps)."""
     key: list[tuple] = []
     reads = _class_reads(type(obj))
     for k, v in sorted(vars(obj).items()):
         if not k.startswith("_") and k != "training":  # the mode is below, wherever it is set (train() after eval())
-            _setting(key, k, v, held, reads, 0 if k in reads else _INSIDE)
+            _setting(key, k, v, held, 0 if k in reads or k in named else _INSIDE)
     return tuple(key) + (("training", getattr(obj, "training", None)),)
 
 
 _INSIDE = 2  # how deep a model's settings are keyed inside a config object, a dict or a list it reads
 
 
-def _setting(key: list, name: str, value: Any, held: list, reads: frozenset, depth: int) -> None:
+def _setting(key: list, name: str, value: Any, held: list, depth: int) -> None:
     """A setting's entries in a key: a number, a string, None or a tuple of them by value; an array
-    or a function by identity (kept in ``held``: another records again); and ``_INSIDE`` levels inside a
-    config object (the attributes its class's code ``reads``), a dict or a list (its length, and its
-    items where it has at most ``_SHORT``), each entry named by its path (``config.dropout``)."""
+    or a function by identity (kept in ``held``: another records again); and ``_INSIDE`` levels
+    inside a config object, a dict or a list (its length, and its items where it has at most
+    ``_SHORT``), each entry named by its path (``config.dropout``)."""
     if isinstance(value, _PLAIN) or (isinstance(value, tuple) and all(isinstance(i, _PLAIN) for i in value)):
         key.append((name, *_plain_key(value)))
     elif is_array(value):
@@ -423,35 +426,49 @@ def _setting(key: list, name: str, value: Any, held: list, reads: frozenset, dep
         key.append((name, type(value).__name__, len(value)))
         if len(value) <= _SHORT:
             for k, v in value.items() if isinstance(value, dict) else enumerate(value):
-                _setting(key, f"{name}[{k!r}]", v, held, reads, depth + 1)
+                _setting(key, f"{name}[{k!r}]", v, held, depth + 1)
     elif _plain_object(value):
         for k, v in sorted(vars(value).items()):
-            if not k.startswith("_") and k in reads:
-                _setting(key, f"{name}.{k}", v, held, reads, depth + 1)
+            if not k.startswith("_"):
+                _setting(key, f"{name}.{k}", v, held, depth + 1)
 
 
 @_per_object
 def _class_reads(cls: type) -> frozenset:
-    """The names the user's code of ``cls`` and its bases reads (its methods' and properties'):
-    none for tapekit's own modules and optimizers."""
-    return frozenset(name for fn in _user_functions(cls) for name in _names(fn.__code__))
+    """The names and strings a call of an object of ``cls`` reads (its forward or ``__call__``,
+    and the methods they name): none for tapekit's own modules and optimizers."""
+    code = [fn.__code__ for fn in _methods_called(cls, _ENTRIES)]
+    return frozenset(name for c in code for name in (*_names(c), *_strings(c)))
 
 
-@_per_object
-def _user_functions(cls: type) -> list[types.FunctionType]:
-    """The functions of ``cls`` and its bases that are the user's own and that a step may call:
-    methods, static and class methods, properties' getters (not ``__init__`` and the like, which
-    set up what a loop changes later: a list of losses)."""
-    found = []
+_ENTRIES = ("forward", "__call__")  # what calling a model or an object runs
+
+
+def _methods_called(cls: type, names: Iterable[str]) -> list[types.FunctionType]:
+    """The user's methods of ``cls`` that code naming ``names`` may call, and those they name in
+    turn (a model's forward and its helpers, the owner's ``self._loss``); not the others (a loop's
+    ``fit``, a ``log`` that reads what the loop changes)."""
+    found: dict[str, types.FunctionType] = {}
+    todo = list(names)
+    while todo:
+        name = todo.pop()
+        fn = None if name in found else _user_method(cls, name)
+        if fn is not None:
+            found[name] = fn
+            todo.extend(_names(fn.__code__))
+    return list(found.values())
+
+
+def _user_method(cls: type, name: str) -> types.FunctionType | None:
+    """The function behind ``cls.name`` (a method, a static or class method, a property's getter),
+    where it is the user's own."""
     for klass in cls.__mro__:
-        for name, member in vars(klass).items():
-            if name.startswith("__") and name != "__call__":
-                continue
+        member = vars(klass).get(name)
+        if member is not None:
             fn = member.fget if isinstance(member, property) else \
                 member.__func__ if isinstance(member, (staticmethod, classmethod)) else member
-            if isinstance(fn, types.FunctionType) and _users(fn):
-                found.append(fn)
-    return found
+            return fn if isinstance(fn, types.FunctionType) and _users(fn) else None
+    return None
 
 
 def _plain_object(obj: Any) -> bool:
@@ -505,15 +522,18 @@ class Reach:
         self.closure: list[tuple[str, Any]] = []  # (name, with the function that reads it if not fn: cell)
         self.globals: list[tuple[dict, list[str], str]] = []  # (a function's globals, the names it reads, whose)
         self.keys: Any = set()  # the strings the code holds (the keys of a dict it reads), then in order
+        self.names: set[str] = set()  # every name its code reads: globals, attributes, methods
+        self._listed: dict[int, set[str]] = {}  # id of a globals dict -> the names listed from it
         seen: set[int] = set()
         self._follow(getattr(fn, "__func__", fn), seen, 0)
         # the functions its defaults, a partial's arguments and its owner hold (self.loss_fn, self._loss)
-        named = {name for _, names, _ in self.globals for name in names}
         for value in [v for _, v in self.bound] + ([] if self.owner is None else [self.owner]):
-            for callee in _callees(value, named):
+            for callee in _callees(value, set(self.names)):
                 self._follow(callee, seen, 1)
+        self.read = frozenset(self.names)
+        self.strings = frozenset(self.keys)  # getattr(self, "scale") names an attribute too
+        self.named = self.read | self.strings
         self.keys = tuple(sorted(self.keys))
-        self.read = frozenset(name for _, names, _ in self.globals for name in names)  # attributes' names too
         # the functions and classes it reaches by name, alive so that their ids stay theirs: a call that
         # finds another under a name finds its reach again (the new function's globals and closure)
         self.code = {id(v): (v, getattr(v, "__code__", None)) for _, v in self.captured() if _is_code(v)}
@@ -527,13 +547,17 @@ class Reach:
         seen.add(id(fn))
         cells = list(zip(code.co_freevars, fn.__closure__ or ()))
         names = list(dict.fromkeys(_names(code)))
+        self.names.update(names)
+        found = list(dict.fromkeys(_global_names(code)))
+        listed = self._listed.setdefault(id(fn.__globals__), set())  # one key entry a global, however many read it
         whose = f" (read by {fn.__name__})" if depth > 0 else ""  # a number's key names the helper that reads it
         self.closure += [(name + whose, cell) for name, cell in cells]
-        self.globals.append((fn.__globals__, names, whose))
+        self.globals.append((fn.__globals__, [name for name in found if name not in listed], whose))
+        listed.update(found)
         self.keys.update(_strings(code))
         if depth == _FOLLOWED:
             return
-        values = [_contents(cell) for _, cell in cells] + [fn.__globals__.get(name) for name in names]
+        values = [_contents(cell) for _, cell in cells] + [fn.__globals__.get(name) for name in found]
         for value in values:
             for callee in _callees(value, names):
                 self._follow(callee, seen, depth + 1)
@@ -572,7 +596,7 @@ class Reach:
         if owner is not None:
             yield "self", owner
             for k, v in vars(owner).items() if hasattr(owner, "__dict__") else ():
-                if k in self.read:  # what its code names: not the losses a loop appends to
+                if k in self.read or k in self.strings:  # what its code names: not the losses a loop appends to
                     yield f"self.{k}", v
         for name, cell in self.closure:
             try:
@@ -591,7 +615,8 @@ _FOLLOWED = 3  # how deep Reach follows the functions a step names (a step -> it
 def _callees(value: Any, names: Iterable[str]) -> Iterator[types.FunctionType]:
     """The user's functions a step may call through ``value``: a function; a bound method's, a
     partial's or a static method's; of a user's module, class or object, those ``names`` names
-    (``losses.loss``, ``Helper.loss``, ``holder.loss_fn``); and an object's methods (a model's forward)."""
+    (``losses.loss``, ``Helper.loss``, ``holder.loss_fn``); and an object's methods they name, and
+    its forward or ``__call__``, which calling it runs."""
     fn = value
     while isinstance(fn, (functools.partial, types.MethodType, staticmethod, classmethod)):
         fn = fn.func if isinstance(fn, functools.partial) else fn.__func__
@@ -607,12 +632,12 @@ def _callees(value: Any, names: Iterable[str]) -> Iterator[types.FunctionType]:
         if name in attrs:
             yield from _callees(attrs[name], ())
     if not namespace:
-        yield from _user_functions(type(value))
+        yield from _methods_called(type(value), [*names, *_ENTRIES])
 
 
 def _users(fn: types.FunctionType) -> bool:
     """Whether ``fn`` is the user's own code: not tapekit's, nor installed with Python or a package."""
-    return not fn.__module__.startswith("tapekit") and not fn.__code__.co_filename.startswith(_LIBRARIES)
+    return not (fn.__module__ or "").startswith("tapekit") and not fn.__code__.co_filename.startswith(_LIBRARIES)
 
 
 _LIBRARIES = tuple({sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
@@ -620,12 +645,20 @@ _LIBRARIES = tuple({sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "
 
 
 def _strings(code: types.CodeType) -> Iterator[str]:
-    """The strings a function's code holds (its nested functions' too): the keys it reads."""
+    """The strings a function's code holds (its nested functions' too, and in its constant tuples:
+    ``for name in ("enc", "dec")``): the keys it reads, the attributes it names to ``getattr``."""
     for const in code.co_consts:
-        if isinstance(const, str):
-            yield const
-        elif isinstance(const, types.CodeType):
-            yield from _strings(const)
+        yield from _strings_in(const)
+
+
+def _strings_in(const: Any) -> Iterator[str]:
+    if isinstance(const, str):
+        yield const
+    elif isinstance(const, (tuple, frozenset)):
+        for item in const:
+            yield from _strings_in(item)
+    elif isinstance(const, types.CodeType):
+        yield from _strings(const)
 
 
 def _contents(cell: Any) -> Any:
@@ -633,6 +666,20 @@ def _contents(cell: Any) -> Any:
         return cell.cell_contents
     except ValueError:  # a closure variable not bound yet
         return None
+
+
+def _global_names(code: types.CodeType) -> Iterator[str]:
+    """The global names a function's code reads or binds (its nested functions' too): not the
+    attributes it names, which ``co_names`` holds alike (``self.sched.step()`` reads no global ``step``)."""
+    for instruction in dis.get_instructions(code):
+        if instruction.opname in _GLOBAL_OPS:
+            yield instruction.argval
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            yield from _global_names(const)
+
+
+_GLOBAL_OPS = {"LOAD_GLOBAL", "STORE_GLOBAL", "DELETE_GLOBAL", "LOAD_NAME", "STORE_NAME", "DELETE_NAME"}
 
 
 def _names(code: types.CodeType) -> Iterator[str]:
