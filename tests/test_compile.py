@@ -1455,6 +1455,41 @@ def _reached_loss_cases():
             "a function on the step's owner": _LossHolder().step, "a model's forward": lambda x: model(x).sum()}
 
 
+class _Scaling(tk.nn.Module):
+    def forward(self, x):
+        return x * SCALE
+
+
+class _Outer(tk.nn.Module):
+    """A model whose submodule's forward reads the global."""
+
+    def __init__(self) -> None:
+        self.inner = _Scaling()
+
+    def forward(self, x):
+        return self.inner(x).sum()
+
+
+def _more_reached_loss_cases():
+    outer, called = _Outer(), _Outer()
+    losses = {"scaled": _scaled_loss}
+    return {"a submodule's forward": lambda x: outer(x), "the model compiled itself": called,
+            "a dict of losses": lambda x: losses["scaled"](x)}
+
+
+@pytest.mark.parametrize("case", list(_more_reached_loss_cases()))
+def test_a_number_a_model_or_a_dict_of_losses_reads_records_again_when_it_changes(case) -> None:
+    global SCALE
+    step = tk.compile(_more_reached_loss_cases()[case])
+    x = tk.Cpu(default_dtype="float64").tensor([1.0, 2.0])
+    try:
+        assert float(step(x)) == 6.0
+        SCALE = 5.0
+        assert float(step(x)) == 15.0 and len(step.history) == 2
+    finally:
+        SCALE = 2.0
+
+
 @pytest.mark.parametrize("case", list(_reached_loss_cases()))
 def test_a_number_a_function_reached_other_than_by_name_reads_records_again_when_it_changes(case) -> None:
     """A function the step reaches through a default, a partial, a class, a module, its owner or a

@@ -519,6 +519,8 @@ class Reach:
             self.bound += [(f"bound argument {i}", v) for i, v in enumerate(fn.args)] + list(fn.keywords.items())
             fn = fn.func
         self.owner = getattr(fn, "__self__", None)
+        if self.owner is None and getattr(fn, "__code__", None) is None:  # tk.compile(model): a callable object
+            self.owner = fn
         self.closure: list[tuple[str, Any]] = []  # (name, with the function that reads it if not fn: cell)
         self.globals: list[tuple[dict, list[str], str]] = []  # (a function's globals, the names it reads, whose)
         self.keys: Any = set()  # the strings the code holds (the keys of a dict it reads), then in order
@@ -615,14 +617,20 @@ _FOLLOWED = 3  # how deep Reach follows the functions a step names (a step -> it
 def _callees(value: Any, names: Iterable[str]) -> Iterator[types.FunctionType]:
     """The user's functions a step may call through ``value``: a function; a bound method's, a
     partial's or a static method's; of a user's module, class or object, those ``names`` names
-    (``losses.loss``, ``Helper.loss``, ``holder.loss_fn``); and an object's methods they name, and
-    its forward or ``__call__``, which calling it runs."""
+    (``losses.loss``, ``Helper.loss``, ``holder.loss_fn``); an object's methods they name, and its
+    forward or ``__call__``, which calling it runs (a model's submodules' too); the callables a dict,
+    a list or a tuple holds (``losses["mse"]``)."""
     fn = value
     while isinstance(fn, (functools.partial, types.MethodType, staticmethod, classmethod)):
         fn = fn.func if isinstance(fn, functools.partial) else fn.__func__
     if isinstance(fn, types.FunctionType):
         if _users(fn):
             yield fn
+        return
+    if isinstance(value, (dict, list, tuple)):  # losses["mse"]: the callables it holds
+        for item in list(value.values() if isinstance(value, dict) else value)[:_SHORT]:
+            if callable(item) and not isinstance(item, type):
+                yield from _callees(item, ())
         return
     namespace = isinstance(value, (types.ModuleType, type))
     if namespace and not _users_namespace(value) or not namespace and not _plain_object(value):
@@ -633,6 +641,9 @@ def _callees(value: Any, names: Iterable[str]) -> Iterator[types.FunctionType]:
             yield from _callees(attrs[name], ())
     if not namespace:
         yield from _methods_called(type(value), [*names, *_ENTRIES])
+    if isinstance(value, Module):  # what calling its submodules runs
+        for module in _modules_of(value):
+            yield from _methods_called(type(module), _ENTRIES)
 
 
 def _users(fn: types.FunctionType) -> bool:
