@@ -1110,6 +1110,44 @@ def test_a_function_whose_code_is_replaced_records_again() -> None:
     assert re.fullmatch(r"loss \(its code\) changed: code at 0x[0-9a-f]+ -> code at 0x[0-9a-f]+", step.history[1].why)
 
 
+@pytest.mark.parametrize("case", list(_builtin_values_cases()))
+def test_a_builtin_value_a_model_holds_records_again_when_it_changes(case) -> None:
+    """As a setting of a model (``self.mode = Mode.SUM``): an Enum member's attributes are private
+    and a range, a set or a slice was no setting, so each replayed the first one's program."""
+    before, after, use = _builtin_values_cases()[case]
+
+    class Holder(tk.nn.Module):
+        def __init__(self) -> None:
+            self.setting = before
+
+        def forward(self, x):
+            return use(self.setting, x)
+
+    holder = Holder()
+    step = tk.compile(lambda x: holder(x))
+    x = tk.Cpu(default_dtype="float64").tensor([1.0, 2.0, 4.0])
+    assert same(step(x), holder(x))
+    holder.setting = after
+    assert same(step(x), holder(x)) and len(step.history) == 2
+
+
+def test_a_followed_function_whose_code_is_replaced_records_again() -> None:
+    """Autoreload edits a model's forward in place too, and a helper the step's loss calls."""
+    class Net(tk.nn.Module):
+        def forward(self, x):
+            return x.sum() * 2.0
+
+    def edited(self, x):
+        return x.sum() * 3.0
+
+    net = Net()
+    step = tk.compile(lambda x: net(x))
+    x = tk.Cpu(default_dtype="float64").tensor([1.0, 2.0])
+    assert step(x).item() == 6.0
+    Net.forward.__code__ = edited.__code__
+    assert step(x).item() == 9.0 and len(step.history) == 2
+
+
 def test_a_bound_method_passed_as_an_argument_replays() -> None:
     """``obj.method`` is a new object at each access: keyed by its id, every call recorded anew. Its
     object is walked as an argument: a model's parameters are inputs, not frozen constants."""

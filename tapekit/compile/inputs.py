@@ -113,13 +113,14 @@ class Inputs:
         self._read = reach.read  # the names the step's code reads (a plain object's attributes among them)
         self._read_keys = reach.keys  # the strings it holds (a dict's keys it reads among them)
         self._named = reach.named
-        self.new_code = False  # a name holds a function or class that ``reach`` did not find there
+        self.new_code = any(fn.__code__ is not code for fn, code in reach.followed)  # edited in place (autoreload)
         for path, value in reach.arguments(args, kwargs):
             self._walk_arg(path, value)
         for name, obj in reach.captured():
             if _is_code(obj) and reach.code.get(id(obj)) != (obj, getattr(obj, "__code__", None)):
                 self.new_code = True  # another function, or its code edited in place (IPython's autoreload)
             self._walk_captured(name, obj, 0)
+        self.key.append(("the code of the functions it calls", reach.code_text))
         if _module._default_device is not None:
             self.devices.setdefault(id(_module._default_device), _module._default_device)
         # aliasing: which cells hold the same array
@@ -219,14 +220,8 @@ class Inputs:
         elif kind is types.ModuleType:
             if depth < _DEEPEST and _users_namespace(obj):  # not numpy's, tapekit's or a library's
                 self._walk_attributes(name, obj, depth)
-        elif isinstance(obj, enum.Enum):  # a member (Mode.SUM), or a Flag's combination (no name of its own)
-            self.key.append((name, type(obj).__name__, _Text(repr(obj))))
-        elif isinstance(obj, _PLAIN):
-            self.key.append((name, *_plain_key(obj)))
-        elif kind in _BY_CONTENTS and len(obj) <= _SHORT and all(isinstance(i, _PLAIN) for i in obj):  # {0, 1}
-            self.key.append((name, kind.__name__, _Text(repr(sorted(obj, key=repr))) if kind is set else obj))
-        elif kind is slice:
-            self.key.append((name, "slice", _Text(repr((obj.start, obj.stop, obj.step)))))
+        elif (value := _value_key(obj)) is not None:
+            self.key.append((name, *value))
         elif is_array(obj):  # a constant of the program, copied as recorded: another array records again
             self.key.append((name, "array at", id(obj)))
             self.held.append(obj)
@@ -327,6 +322,22 @@ def _code_text(obj: Any) -> str:
 _PLAIN = (numbers.Number, str, bytes, type(None))  # values a program holds as constants: keyed by value
 
 
+def _value_key(value: Any) -> tuple | None:
+    """A value keyed by what it is, not by identity: a number, a string or None (``_plain_key``); an
+    Enum member, by its text (a Flag's combination has no name); a range, a set or a frozenset of
+    at most ``_SHORT`` numbers or strings; a slice. None for anything else."""
+    kind = type(value)
+    if isinstance(value, enum.Enum):
+        return kind.__name__, _Text(repr(value))
+    if isinstance(value, _PLAIN):
+        return _plain_key(value)
+    if kind in _BY_CONTENTS and len(value) <= _SHORT and all(isinstance(i, _PLAIN) for i in value):
+        return kind.__name__, _Text(repr(sorted(value, key=repr))) if kind is set else value
+    if kind is slice:
+        return "slice", _Text(repr((value.start, value.stop, value.step)))
+    return None
+
+
 def _plain_key(value: Any) -> tuple:
     """A plain value in a call's key: its type and value; a float (numpy's too, complex ones, and a
     tuple of them) by its text, since 0.0 and -0.0 are equal numbers that compute differently
@@ -412,8 +423,11 @@ def _setting(key: list, name: str, value: Any, held: list, depth: int) -> None:
     or a function by identity (kept in ``held``: another records again); and ``_INSIDE`` levels
     inside a config object, a dict or a list (its length, and its items where it has at most
     ``_SHORT``), each entry named by its path (``config.dropout``)."""
-    if isinstance(value, _PLAIN) or (isinstance(value, tuple) and all(isinstance(i, _PLAIN) for i in value)):
-        key.append((name, *_plain_key(value)))
+    entry = _value_key(value)
+    if entry is None and isinstance(value, tuple) and all(isinstance(i, _PLAIN) for i in value):
+        entry = _plain_key(value)
+    if entry is not None:
+        key.append((name, *entry))
     elif is_array(value):
         key.append((name, "array at", id(value)))
         held.append(value)
@@ -525,6 +539,7 @@ class Reach:
         self.globals: list[tuple[dict, list[str], str]] = []  # (a function's globals, the names it reads, whose)
         self.keys: Any = set()  # the strings the code holds (the keys of a dict it reads), then in order
         self.names: set[str] = set()  # every name its code reads: globals, attributes, methods
+        self.followed: list[tuple[types.FunctionType, types.CodeType]] = []  # and its code, as followed
         self._listed: dict[int, set[str]] = {}  # id of a globals dict -> the names listed from it
         seen: set[int] = set()
         self._follow(getattr(fn, "__func__", fn), seen, 0)
@@ -533,6 +548,7 @@ class Reach:
             for callee in _callees(value, set(self.names)):
                 self._follow(callee, seen, 1)
         self.read = frozenset(self.names)
+        self.code_text = _Text(", ".join(f"{fn.__qualname__} at {id(code):#x}" for fn, code in self.followed))
         self.strings = frozenset(self.keys)  # getattr(self, "scale") names an attribute too
         self.named = self.read | self.strings
         self.keys = tuple(sorted(self.keys))
@@ -547,6 +563,7 @@ class Reach:
         if code is None or id(fn) in seen:
             return
         seen.add(id(fn))
+        self.followed.append((fn, code))
         cells = list(zip(code.co_freevars, fn.__closure__ or ()))
         names = list(dict.fromkeys(_names(code)))
         self.names.update(names)
