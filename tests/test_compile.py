@@ -1058,21 +1058,6 @@ def _builtin_values_cases():
             "a frozenset": (frozenset({0, 1}), frozenset({0}), lambda v, x: x[sorted(v)].sum())}
 
 
-@pytest.mark.parametrize("case", list(_builtin_values_cases()))
-def test_a_builtin_value_the_step_reads_by_name_records_again_when_it_changes(case) -> None:
-    before, after, use = _builtin_values_cases()[case]
-    held = before
-
-    def step(x):
-        return use(held, x)
-
-    compiled = tk.compile(step)
-    x = tk.Cpu(default_dtype="float64").tensor([1.0, 2.0, 4.0])
-    assert same(compiled(x), step(x))
-    held = after
-    assert same(compiled(x), step(x)) and len(compiled.history) == 2
-
-
 def test_a_function_a_model_holds_records_again_when_it_changes() -> None:
     """A model's activation as an attribute (``self.act = np.sin``, then ``np.cos``) was not part of
     its settings: the first one's program was replayed."""
@@ -1433,9 +1418,13 @@ def _callables_cases():
             "an lru_cache wrapper": (_cached_two, _cached_three, lambda f, x: x.data * f())}
 
 
-@pytest.mark.parametrize("case", list(_callables_cases()))
-def test_a_callable_the_step_reads_by_name_records_again_when_the_name_holds_another(case) -> None:
-    before, after, use = _callables_cases()[case]
+def _swapped_cases():
+    return {**_callables_cases(), **_builtin_values_cases()}
+
+
+@pytest.mark.parametrize("case", list(_swapped_cases()))
+def test_a_callable_or_a_builtin_value_the_step_reads_by_name_records_again_when_the_name_holds_another(case):
+    before, after, use = _swapped_cases()[case]
     held = before
 
     def step(x):
@@ -1488,9 +1477,12 @@ def _reached_loss_cases():
     def with_default(x, loss=_scaled_loss):
         return loss(x)
 
+    outer, called, by_key = _Outer(), _Outer(), {"scaled": _scaled_loss}
     return {"a default argument": with_default, "a functools.partial": lambda x: partial(x),
             "a class's static method": lambda x: _StaticLoss.loss(x), "a user module's function": lambda x: losses.loss(x),
-            "a function on the step's owner": _LossHolder().step, "a model's forward": lambda x: model(x).sum()}
+            "a function on the step's owner": _LossHolder().step, "a model's forward": lambda x: model(x).sum(),
+            "a submodule's forward": lambda x: outer(x), "the model compiled itself": called,
+            "a dict of losses": lambda x: by_key["scaled"](x)}
 
 
 class _Scaling(tk.nn.Module):
@@ -1508,30 +1500,11 @@ class _Outer(tk.nn.Module):
         return self.inner(x).sum()
 
 
-def _more_reached_loss_cases():
-    outer, called = _Outer(), _Outer()
-    losses = {"scaled": _scaled_loss}
-    return {"a submodule's forward": lambda x: outer(x), "the model compiled itself": called,
-            "a dict of losses": lambda x: losses["scaled"](x)}
-
-
-@pytest.mark.parametrize("case", list(_more_reached_loss_cases()))
-def test_a_number_a_model_or_a_dict_of_losses_reads_records_again_when_it_changes(case) -> None:
-    global SCALE
-    step = tk.compile(_more_reached_loss_cases()[case])
-    x = tk.Cpu(default_dtype="float64").tensor([1.0, 2.0])
-    try:
-        assert float(step(x)) == 6.0
-        SCALE = 5.0
-        assert float(step(x)) == 15.0 and len(step.history) == 2
-    finally:
-        SCALE = 2.0
-
-
 @pytest.mark.parametrize("case", list(_reached_loss_cases()))
 def test_a_number_a_function_reached_other_than_by_name_reads_records_again_when_it_changes(case) -> None:
-    """A function the step reaches through a default, a partial, a class, a module, its owner or a
-    model's forward was not followed: the global number it reads replayed its first value."""
+    """A function the step reaches through a default, a partial, a class, a module, its owner, a
+    model's or its submodule's forward, a model compiled itself, or a dict, was not followed: the
+    global number it reads replayed its first value."""
     global SCALE
     step = tk.compile(_reached_loss_cases()[case])
     x = tk.Cpu(default_dtype="float64").tensor([1.0, 2.0])
