@@ -1516,6 +1516,25 @@ def test_a_number_a_function_reached_other_than_by_name_reads_records_again_when
         SCALE = 2.0
 
 
+def test_a_number_a_model_or_a_loss_passed_as_an_argument_reads_records_again_when_it_changes() -> None:
+    """``step(model, x)`` and ``step(loss, x)``: arguments were walked for their tensors and settings,
+    but what their code reads was not followed, so a global their forward or body reads replayed."""
+    global SCALE
+    dev = tk.Cpu(default_dtype="float64")
+    x = dev.tensor([1.0, 2.0])
+    model = _Scaling()
+    by_model = tk.compile(lambda model, x: model(x).sum())
+    by_loss = tk.compile(lambda loss, x: loss(x))
+    try:
+        assert float(by_model(model, x)) == 6.0 and float(by_loss(_scaled_loss, x)) == 6.0
+        SCALE = 5.0
+        for _ in range(2):  # records once, then replays
+            assert float(by_model(model, x)) == 15.0 and float(by_loss(_scaled_loss, x)) == 15.0
+        assert len(by_model.history) == 2 and len(by_loss.history) == 2
+    finally:
+        SCALE = 2.0
+
+
 def test_a_number_a_function_the_step_calls_reads_by_name_records_again_when_it_changes() -> None:
     """A loss defined apart that reads a global coefficient replayed the first call's value: a
     wrong gradient, silently. Its numbers are keyed as the step's own are, and the reason names the

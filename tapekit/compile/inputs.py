@@ -114,6 +114,8 @@ class Inputs:
         self._read_keys = reach.keys  # the strings it holds (a dict's keys it reads among them)
         self._named = reach.named
         self.new_code = any(fn.__code__ is not code for fn, code in reach.followed)  # edited in place (autoreload)
+        self.unfollowed: list[Any] = []  # models and functions among the arguments whose code reach has not read
+        self._roots = reach.roots
         for path, value in reach.arguments(args, kwargs):
             self._walk_arg(path, value)
         for name, obj in reach.captured():
@@ -162,6 +164,8 @@ class Inputs:
 
     def _walk_arg(self, path: tuple, value: Any) -> None:
         what = ("arg", path)  # made into words only when a message needs them
+        if (_is_code(value) or isinstance(value, Module)) and _root(value) not in self._roots:
+            self.unfollowed.append(value)  # step(model, x), step(loss, x): what its code reads
         if isinstance(value, Tensor):
             self.arg_tensors.append(value)
             self._tensor(value, what)
@@ -519,7 +523,7 @@ class Reach:
     and positional arguments bound by hand (``_by_position``), finding the inputs of W1's step (2
     tensors) takes 15 us a call, not 61 (measured): a fused W1 call took about 200 us."""
 
-    def __init__(self, fn: Callable) -> None:
+    def __init__(self, fn: Callable, passed: tuple = ()) -> None:
         try:
             self.signature: inspect.Signature | None = inspect.signature(fn)
         except (TypeError, ValueError):
@@ -546,9 +550,11 @@ class Reach:
         seen: set[int] = set()
         self._follow(getattr(fn, "__func__", fn), seen, 0)
         # the functions its defaults, a partial's arguments and its owner hold (self.loss_fn, self._loss)
-        for value in [v for _, v in self.bound] + ([] if self.owner is None else [self.owner]):
+        for value in [v for _, v in self.bound] + ([] if self.owner is None else [self.owner]) + list(passed):
             for callee in _callees(value, set(self.names)):
                 self._follow(callee, seen, 1)
+        self.passed = passed  # models and functions passed to it, followed as its defaults are
+        self.roots = {_root(value): value for value in passed}
         self.read = frozenset(self.names)
         self.code_text = _Text(", ".join(f"{fn.__qualname__} at {id(code):#x}" for fn, code in self.followed))
         self.strings = frozenset(self.keys)  # getattr(self, "scale") names an attribute too
@@ -631,6 +637,13 @@ class Reach:
 
 
 _FOLLOWED = 3  # how deep Reach follows the functions a step names (a step -> its loss -> a helper)
+
+
+def _root(value: Any) -> int:
+    """What following an argument's code depends on: a function's code, a model's class."""
+    fn = getattr(value, "__func__", value)
+    return id(fn.__code__) if isinstance(fn, types.FunctionType) else id(type(value)) if isinstance(
+        value, Module) else id(value)
 
 
 def _callees(value: Any, names: Iterable[str]) -> Iterator[types.FunctionType]:

@@ -67,8 +67,8 @@ class Compiled:
 
     def _call(self, args: tuple, kwargs: dict) -> Any:
         inputs = Inputs(self.reach, args, kwargs)
-        if inputs.new_code:  # a name it reads holds another function: follow what that one reads
-            self.reach = Reach(self.fn)
+        if inputs.new_code or inputs.unfollowed:  # another function under a name, a model passed: follow its code
+            self.reach = Reach(self.fn, (*self.reach.passed, *inputs.unfollowed))
             inputs = Inputs(self.reach, args, kwargs)
         program = self.programs.get(inputs.frozen)
         if program is None:
