@@ -1393,6 +1393,22 @@ def test_an_attribute_dict_the_step_reaches_is_keyed_by_its_items() -> None:
     assert same(step(x, "large"), model(x).sum() * 12.0)
 
 
+class _NoDict:
+    k = 2.0
+
+    @property
+    def __dict__(self):  # noqa: PLE0307  (an object that refuses to show its attributes)
+        raise RuntimeError("no __dict__ here")
+
+
+def test_an_object_whose_dict_raises_is_passed_by() -> None:
+    """Following what the step's objects may call asked for their ``__dict__``: one that raises
+    (a proxy, a lazy object) crashed the compiled step's first call."""
+    held = _NoDict()
+    step = tk.compile(lambda x: x * held.k)
+    assert same(step(tk.Cpu(default_dtype="float64").tensor([1.0, 2.0])), np.array([2.0, 4.0]))
+
+
 class _Abstract(abc.ABC):  # a class with a metaclass
     scale = 2.0
 

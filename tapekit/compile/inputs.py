@@ -491,8 +491,12 @@ def _user_method(cls: type, name: str) -> types.FunctionType | None:
 
 def _plain_object(obj: Any) -> bool:
     """Whether ``obj`` is an instance of a class of the user's (a namespace of settings, a holder)."""
-    return hasattr(obj, "__dict__") and not isinstance(obj, (type, types.ModuleType, types.FunctionType,
-                                                             types.MethodType, functools.partial, Tensor))
+    try:
+        has_dict = hasattr(obj, "__dict__")
+    except Exception:  # a __dict__ property that raises: nothing to walk
+        return False
+    return has_dict and not isinstance(obj, (type, types.ModuleType, types.FunctionType, types.MethodType,
+                                             functools.partial, Tensor))
 
 
 @_per_object
