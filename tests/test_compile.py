@@ -246,6 +246,16 @@ def _long_list_case():
     return (lambda x: x * (len(data) / 80)), lambda: data.extend([1.0] * 120)
 
 
+@dataclasses.dataclass(slots=True)
+class _SlottedConfig:
+    scale: float = 0.5
+
+
+def _slots_case():
+    config = _SlottedConfig()
+    return (lambda x: x * config.scale), lambda: setattr(config, "scale", 2.0)
+
+
 def _nested_case():
     hp = _nested(0.5)
     return (lambda x: x * hp.inner.scale), lambda: setattr(hp.inner, "scale", 2.0)
@@ -289,6 +299,7 @@ def _module_list_case():
 # where a step reads the number it multiplies by: (the step, how the number changes between calls)
 NUMBER_HOLDERS = {"a tuple": _tuple_case, "a list, an item set": _list_case, "a long list's length": _long_list_case,
                   "an object's object's attribute": _nested_case, "a dict in a dict": _dict_case,
+                  "a dataclass with slots": _slots_case,
                   "a class attribute": _class_case, "a module of the user's": _module_case,
                   "a model's config object": _module_config_case, "a model's list": _module_list_case}
 

@@ -237,7 +237,7 @@ class Inputs:
             self._tensor(obj, name)
         elif depth < _DEEPEST and isinstance(obj, (list, tuple, dict)) and obj:
             self._walk_items(name, obj, depth)
-        elif depth < _DEEPEST and _plain_object(obj):
+        elif depth < _DEEPEST and (_plain_object(obj) or _slots(type(obj))):
             self._walk_attributes(name, obj, depth)
 
     def _code(self, name: str, obj: Any, depth: int) -> None:
@@ -257,7 +257,7 @@ class Inputs:
     def _walk_attributes(self, name: str, obj: Any, depth: int) -> None:
         """The attributes of ``obj`` that the code names (``hp.lr``, ``holder.model``), walked; looked
         up by name where ``obj`` has more of them (a module of 500 names) than the code names."""
-        attrs = vars(obj)
+        attrs = vars(obj) if hasattr(obj, "__dict__") else _slot_values(obj)
         names = [a for a in attrs if a in self._read] if len(attrs) <= len(self._read) else \
             [a for a in self._read if a in attrs]
         for attr in names:
@@ -487,6 +487,30 @@ def _user_method(cls: type, name: str) -> types.FunctionType | None:
                 member.__func__ if isinstance(member, (staticmethod, classmethod)) else member
             return fn if isinstance(fn, types.FunctionType) and _users(fn) else None
     return None
+
+
+@_per_object
+def _slots(cls: type) -> tuple[str, ...]:
+    """The slots of a user's class without a ``__dict__`` (a dataclass with ``slots=True``)."""
+    if not _users_namespace(cls) or "__dict__" in dir(cls):
+        return ()
+    names = (name for klass in cls.__mro__ for name in _listed(getattr(klass, "__slots__", ())))
+    return tuple(dict.fromkeys(name for name in names if name != "__weakref__"))
+
+
+def _listed(slots: Any) -> tuple[str, ...]:
+    return (slots,) if isinstance(slots, str) else tuple(slots)
+
+
+def _slot_values(obj: Any) -> dict[str, Any]:
+    """The attributes a slotted object holds (a slot never set is not one)."""
+    values = {}
+    for name in _slots(type(obj)):
+        try:
+            values[name] = getattr(obj, name)
+        except AttributeError:
+            pass
+    return values
 
 
 def _plain_object(obj: Any) -> bool:
