@@ -256,6 +256,20 @@ def _slots_case():
     return (lambda x: x * config.scale), lambda: setattr(config, "scale", 2.0)
 
 
+class _Schedule:
+    def __init__(self) -> None:
+        self._base = 0.5
+
+    @property
+    def scale(self) -> float:  # computed from a private field
+        return self._base
+
+
+def _property_case():
+    schedule = _Schedule()
+    return (lambda x: x * schedule.scale), lambda: setattr(schedule, "_base", 2.0)
+
+
 def _nested_case():
     hp = _nested(0.5)
     return (lambda x: x * hp.inner.scale), lambda: setattr(hp.inner, "scale", 2.0)
@@ -299,7 +313,7 @@ def _module_list_case():
 # where a step reads the number it multiplies by: (the step, how the number changes between calls)
 NUMBER_HOLDERS = {"a tuple": _tuple_case, "a list, an item set": _list_case, "a long list's length": _long_list_case,
                   "an object's object's attribute": _nested_case, "a dict in a dict": _dict_case,
-                  "a dataclass with slots": _slots_case,
+                  "a dataclass with slots": _slots_case, "a property": _property_case,
                   "a class attribute": _class_case, "a module of the user's": _module_case,
                   "a model's config object": _module_config_case, "a model's list": _module_list_case}
 
