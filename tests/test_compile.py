@@ -1158,6 +1158,20 @@ def test_a_followed_function_whose_code_is_replaced_records_again() -> None:
     assert step(x).item() == 9.0 and len(step.history) == 2
 
 
+def test_a_partial_made_afresh_at_each_call_replays() -> None:
+    """``step(functools.partial(loss, k=2.0), x)``: a new object at each call, keyed by its id, recorded
+    a program per call; it is keyed by its function and walked arguments, so another k records again."""
+    def loss(y, k):
+        return (y * k).sum()
+
+    step = tk.compile(lambda f, x: f(x))
+    x = tk.Cpu(default_dtype="float64").tensor([1.0, 2.0])
+    for _ in range(3):
+        assert step(functools.partial(loss, k=2.0), x).item() == 6.0
+    assert step(functools.partial(loss, k=3.0), x).item() == 9.0
+    assert len(step.history) == 2 and len(step.reach.roots) == 1
+
+
 def test_a_bound_method_passed_as_an_argument_replays() -> None:
     """``obj.method`` is a new object at each access: keyed by its id, every call recorded anew. Its
     object is walked as an argument: a model's parameters are inputs, not frozen constants."""

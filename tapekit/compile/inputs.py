@@ -192,6 +192,11 @@ class Inputs:
             self.key.append((what, f"method {value.__qualname__} of", id(value.__self__), id(value.__func__)))
             self.held.append(value)
             self._walk_arg(path + (_Field("__self__"),), value.__self__)  # a model's forward: its parameters
+        elif isinstance(value, functools.partial):  # made afresh at each call: its function and its arguments
+            self.key.append((what, _code_text(value.func), id(value.func)))
+            self.held.append(value)
+            self._walk_arg(path + (_Field("args"),), value.args)
+            self._walk_arg(path + (_Field("keywords"),), value.keywords)
         else:
             self.key.append((what, f"{type(value).__name__} at", id(value)))
             self.held.append(value)
@@ -669,7 +674,10 @@ _FOLLOWED = 3  # how deep Reach follows the functions a step names (a step -> it
 
 def _root(value: Any) -> int:
     """What following an argument's code depends on: a function's code, a model's class."""
-    fn = getattr(value, "__func__", value)
+    fn = value
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    fn = getattr(fn, "__func__", fn)
     return id(fn.__code__) if isinstance(fn, types.FunctionType) else id(type(value)) if isinstance(
         value, Module) else id(value)
 
