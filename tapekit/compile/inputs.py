@@ -119,8 +119,8 @@ class Inputs:
         for path, value in reach.arguments(args, kwargs):
             self._walk_arg(path, value)
         for name, obj in reach.captured():
-            if _is_code(obj) and reach.code.get(id(obj)) != (obj, getattr(obj, "__code__", None)):
-                self.new_code = True  # another function, or its code edited in place (IPython's autoreload)
+            if _is_code(obj) and id(obj) not in reach.code:
+                self.new_code = True  # another function under the name: what it reads is found again
             self._walk_captured(name, obj, 0)
         self.key.append(("the code of the functions it calls", reach.code_text))
         if _module._default_device is not None:
@@ -328,6 +328,8 @@ def _code_text(obj: Any) -> str:
     """A function or a class in a call's key, before its id: ``function loss at``, ``class OwnedTape at``."""
     name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None) or type(obj).__name__
     return f"{'class' if isinstance(obj, type) else 'function'} {name} at"
+
+
 _PLAIN = (numbers.Number, str, bytes, type(None))  # values a program holds as constants: keyed by value
 
 
@@ -574,20 +576,9 @@ class Reach:
         self.owner = getattr(fn, "__self__", None)
         if self.owner is None and getattr(fn, "__code__", None) is None:  # tk.compile(model): a callable object
             self.owner = fn
-        self.closure: list[tuple[str, Any]] = []  # (name, with the function that reads it if not fn: cell)
-        self.globals: list[tuple[dict, list[str], str]] = []  # (a function's globals, the names it reads, whose)
-        self.keys: Any = set()  # the strings the code holds (the keys of a dict it reads), then in order
-        self.names: set[str] = set()  # every name its code reads: globals, attributes, methods
-        self.followed: list[tuple[types.FunctionType, types.CodeType]] = []  # and its code, as followed
-        self._listed: dict[int, set[str]] = {}  # id of a globals dict -> the names listed from it
-        seen: set[int] = set()
-        self._follow(getattr(fn, "__func__", fn), seen, 0)
-        # the functions its defaults, a partial's arguments and its owner hold (self.loss_fn, self._loss)
-        for value in [v for _, v in self.bound] + ([] if self.owner is None else [self.owner]) + list(passed):
-            for callee in _callees(value, set(self.names)):
-                self._follow(callee, seen, 1)
         self.passed = passed  # models and functions passed to it, followed as its defaults are
         self.roots = {_root(value): value for value in passed}
+        self._follow_all(getattr(fn, "__func__", fn))
         self.read = frozenset(self.names)
         self.code_text = _Text(", ".join(f"{fn.__qualname__} at {id(code):#x}" for fn, code in self.followed))
         self.strings = frozenset(self.keys)  # getattr(self, "scale") names an attribute too
@@ -595,7 +586,23 @@ class Reach:
         self.keys = tuple(sorted(self.keys))
         # the functions and classes it reaches by name, alive so that their ids stay theirs: a call that
         # finds another under a name finds its reach again (the new function's globals and closure)
-        self.code = {id(v): (v, getattr(v, "__code__", None)) for _, v in self.captured() if _is_code(v)}
+        self.code = {id(v): v for _, v in self.captured() if _is_code(v)}
+
+    def _follow_all(self, fn: Any) -> None:
+        """Follow ``fn``, then the functions its defaults, a partial's arguments, its owner and what
+        is passed to it hold or run (``self.loss_fn``, ``self._loss``, a model's forward)."""
+        self.closure: list[tuple[str, Any]] = []  # (name, with the function that reads it if not fn: cell)
+        self.globals: list[tuple[dict, list[str], str]] = []  # (a function's globals, the names it reads, whose)
+        self.keys: Any = set()  # the strings the code holds (the keys of a dict it reads), then in order
+        self.names: set[str] = set()  # every name its code reads: globals, attributes, methods
+        self.followed: list[tuple[types.FunctionType, types.CodeType]] = []  # and its code, as followed
+        self._listed: dict[int, set[str]] = {}  # while it is found: id of a globals dict -> the names listed
+        seen: set[int] = set()
+        self._follow(fn, seen, 0)
+        for value in [v for _, v in self.bound] + ([] if self.owner is None else [self.owner]) + list(self.passed):
+            for callee in _callees(value, set(self.names)):
+                self._follow(callee, seen, 1)
+        del self._listed
 
     def _follow(self, fn: Any, seen: set, depth: int) -> None:
         """Note what ``fn`` reads by name, and follow the functions among it that are the user's
@@ -674,12 +681,13 @@ _FOLLOWED = 3  # how deep Reach follows the functions a step names (a step -> it
 
 def _root(value: Any) -> int:
     """What following an argument's code depends on: a function's code, a model's class."""
+    if isinstance(value, Module):
+        return id(type(value))
     fn = value
     while isinstance(fn, functools.partial):
         fn = fn.func
     fn = getattr(fn, "__func__", fn)
-    return id(fn.__code__) if isinstance(fn, types.FunctionType) else id(type(value)) if isinstance(
-        value, Module) else id(value)
+    return id(fn.__code__) if isinstance(fn, types.FunctionType) else id(value)
 
 
 def _callees(value: Any, names: Iterable[str]) -> Iterator[types.FunctionType]:
