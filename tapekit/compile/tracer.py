@@ -110,16 +110,16 @@ _UNARY = {"neg": "-", "pos": "+", "invert": "~", "abs": "abs"}
 
 def _operator_methods() -> None:
     def binary(fn: Callable, sym: str) -> Callable:
-        return lambda self, other: self.rec.call("binop", sym, fn, (self, other), {})
+        return lambda self, other: self.rec.operation("binop", sym, fn, self, other)
 
     def reflected(fn: Callable, sym: str) -> Callable:
-        return lambda self, other: self.rec.call("binop", sym, fn, (other, self), {})
+        return lambda self, other: self.rec.operation("binop", sym, fn, other, self)
 
     def inplace(fn: Callable, sym: str) -> Callable:
-        return lambda self, other: self.rec.call("iop", sym, fn, (self, other), {})
+        return lambda self, other: self.rec.operation("iop", sym, fn, self, other)
 
     def unary(fn: Callable, sym: str) -> Callable:
-        return lambda self: self.rec.call("unop", sym, fn, (self,), {})
+        return lambda self: self.rec.operation("unop", sym, fn, self)
 
     for name, sym in _BINARY.items():
         fn = getattr(operator, name + "_" if name in ("and", "or") else name)
