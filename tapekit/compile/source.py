@@ -255,7 +255,9 @@ BIG = 1 << 16  # bytes from which an array is let go (``del``) right after its l
 
 def _big(rec: Recorder) -> set[int]:
     """The slots of the recording's big intermediates (not its constants: globals of the program)."""
-    return {slot for slot, value in enumerate(rec.values) if rec.kinds[slot] != "const" and _bytes(value) >= BIG}
+    kinds = rec.kinds
+    return {slot for slot, value in enumerate(rec.values) if kinds[slot] != "const" and
+            (value.nbytes if type(value) is np.ndarray else _bytes(value)) >= BIG}  # an ndarray's without a call
 
 
 def _bytes(value: Any) -> int:
@@ -308,11 +310,10 @@ def _parts(main: str, params: list[int], copied: list[int], chunks: list[Entries
     on took 4.2 us an op to compile, of a first call of 44; measured.) A tuple's name is its
     number's, negative, in ``names``, and starts with ``_``, as no value's name does (``_ident``)."""
     reads, writes = _reads_and_writes(chunks, items)
-    last_read = dict.fromkeys(outs, len(chunks))  # the last part that reads each value (the end for results)
+    last_read: dict[int, int] = {}  # the last part that reads each value (the end for results)
     for k, r in enumerate(reads):
-        for slot in r:
-            if last_read.get(slot, -1) < k:
-                last_read[slot] = k
+        last_read.update(dict.fromkeys(r, k))
+    last_read.update(dict.fromkeys(outs, len(chunks)))
     held: dict[int, tuple | None] = dict.fromkeys(params + copied)  # slot -> (its tuple, its place), None: a local
     parts: list[Part] = []
     calls: list[str] = []
@@ -341,8 +342,10 @@ def _reads_and_writes(chunks: list[Entries], items: list) -> tuple[list[dict], l
     writes: list[dict] = []
     for chunk in chunks:
         found = [items[e] for e in chunk if type(e) is int]
-        reads.append(dict.fromkeys(chain.from_iterable([item.reads() for item in found])))
-        writes.append(dict.fromkeys(chain.from_iterable([item.writes() for item in found])))
+        # a step's slots read as its attributes, without a call each (the hot path of a long program)
+        reads.append(dict.fromkeys(chain.from_iterable([i.slots if type(i) is Step else i.reads() for i in found])))
+        writes.append(dict.fromkeys(chain.from_iterable([(i.out,) if type(i) is Step else i.writes() for i in found])))
+        writes[-1].pop(None, None)  # a step that writes no slot
     return reads, writes
 
 
