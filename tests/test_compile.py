@@ -357,6 +357,29 @@ def test_a_numpy_array_the_step_reads_by_name_records_again_when_the_name_holds_
         MASK = np.array([1.0, 1.0])
 
 
+def test_operators_of_tracers_numbers_and_arrays_record_as_written_and_replay() -> None:
+    """The operators' hot path (``Recorder.operation``) and what it hands to ``call``: a number on
+    either side, a numpy scalar, an array made outside the step, an operator in place."""
+    offset = np.array([0.5, -0.5, 1.5])
+
+    def f(x, y):
+        a = x.data
+        b = (2.0 - a) * y.data + np.float64(3.0) * a - a ** 2
+        b += offset
+        b -= a
+        return -abs(b) + np.tanh(a)
+
+    step = tk.compile(f)
+    dev = tk.Cpu(default_dtype="float64")
+    for xs, ys in (([1.0, 2.0, 3.0], [0.5, 0.25, -1.0]), ([-1.0, 0.0, 4.0], [2.0, 3.0, 1.0])):
+        x, y = dev.tensor(xs), dev.tensor(ys)
+        assert same(step(x, y), f(x, y))
+    assert len(step.history) == 1
+    for line in ["= 2.0 - x", "* y", "= x ** 2", "+= ", "-= x", "= -", "= abs(", "np.tanh(x)"]:
+        assert line in step.source, (line, step.source)
+    assert "copy_of" not in step.source  # arithmetic makes new arrays: a sum written in place is no constant's view
+
+
 # -- every policy, the partition and its warning -------------------------------------------------------
 @pytest.mark.parametrize("policy", POLICY_NAMES)
 def test_every_policy_compiles_to_the_eager_gradients(policy) -> None:

@@ -94,7 +94,7 @@ def _constants(rec: Recorder, kept: list[Step], live: set, names: dict) -> tuple
     mutated = {s.out for s in effects if s.out is not None} | {
         s.args[0].slot for s in effects if s.args and type(s.args[0]) is Ref}
     for step in reversed(kept):  # what a written array may be a view of may be written too (a copy too many is harmless)
-        if not step.effect and step.out in mutated:
+        if not step.effect and step.out in mutated and step.kind not in _NEW_ARRAYS:
             mutated.update(slots_in(step.args))
     lines, copied = [], []
     for s in consts:
@@ -105,6 +105,9 @@ def _constants(rec: Recorder, kept: list[Step], live: set, names: dict) -> tuple
         else:
             rec.globals[names[s]] = rec.values[s]
     return lines, copied
+
+
+_NEW_ARRAYS = ("binop", "unop")  # an operator's result is a new array, never a view of an operand
 
 
 # A function's body, before it is written: a list of entries, each an int (the index of an item:
