@@ -21,7 +21,7 @@ from . import forward
 from .backward import backward
 from .devices import dtype_name, is_floating
 from .errors import DTypeError, InvalidArgumentError, OperandError, ShapeError
-from .forward import jacfwd, jvp
+from .forward import jacfwd, jacfwd_and_value, jvp
 from .ops import reshape, stack
 from .tapes import UnionTape
 from .tensor import Tensor
@@ -36,7 +36,9 @@ def grad(f: Callable[..., Tensor], argnums: int | Sequence[int] = 0) -> Callable
     def grad_f(*args: Any) -> Any:
         picked = _argnums(argnums, len(args), "grad")
         args, nested = _traced(args, picked, "grad")
+        own = _tapes_of([args[i] for i in picked])
         out = f(*args)
+        nested = nested or _reaches_outside(out, own)
         if not isinstance(out, Tensor) or out.size != 1:
             shape = out.shape if isinstance(out, Tensor) else type(out).__name__
             raise ShapeError(f"tk.grad needs f to return one value, but it returned {shape}. For the gradient of "
@@ -52,9 +54,11 @@ def vjp(f: Callable[..., Tensor], *primals: Tensor) -> tuple[Tensor, Callable[[A
     """``f(*primals)`` and its vector-Jacobian product: ``vjp_fn(u)`` is the tuple of ``uᵀ J``, one
     tensor per primal (``u`` of the output's shape). ``vjp_fn`` can be called many times."""
     args, nested = _traced(primals, range(len(primals)), "vjp")
+    own = _tapes_of(args)
     out = f(*args)
     if not isinstance(out, Tensor):
         raise OperandError(f"tk.vjp needs f to return a tensor, got {type(out).__name__}")
+    nested = nested or _reaches_outside(out, own)
 
     def vjp_fn(cotangent: Any) -> tuple:
         return tuple(_pulled_back(out, cotangent, args, nested, retain=True))
@@ -80,17 +84,25 @@ def jacobian(f: Callable[[Tensor], Tensor], x: Tensor, mode: str = "rev") -> Ten
 def hessian(f: Callable[[Tensor], Tensor], x: Tensor) -> Tensor:
     """The Hessian of ``f`` (one value) at ``x``: the Jacobian of its gradient, of shape
     ``x.shape + x.shape``, a column per forward pass through the recorded backward (forward mode
-    over reverse mode, as ``jax.hessian``). Inside another transform (``x`` carries a tape), where
-    forward mode cannot pass a tangent back, row by row: reverse mode over reverse mode."""
-    return jacobian(grad(f), x, mode="fwd" if x.tape is None else "rev")
+    over reverse mode, as ``jax.hessian``). Inside another transform (``x`` carries a tape, or ``f``
+    uses a tensor traced outside), where forward mode cannot pass a tangent back, row by row:
+    reverse mode over reverse mode."""
+    if x.tape is None:
+        jac, value = jacfwd_and_value(grad(f), x)
+        if value.tape is None:  # else f used a tensor traced outside: its dependence needs reverse mode
+            return jac
+    return jacobian(grad(f), x, mode="rev")
 
 
 def hvp(f: Callable[[Tensor], Tensor], x: Tensor, v: Tensor) -> Tensor:
     """The Hessian of ``f`` at ``x`` times ``v`` (``x``'s shape), without building the Hessian: the
     derivative of ``grad(f)`` along ``v``, one forward pass through the recorded backward (forward
-    mode over reverse mode). Inside another transform, the gradient of ``grad(f) · v``."""
+    mode over reverse mode). Inside another transform (``x`` carries a tape, or ``f`` uses a tensor
+    traced outside), the gradient of ``grad(f) · v``."""
     if x.tape is None:
-        return jvp(grad(f), (x,), (v,))[1]
+        value, product = jvp(grad(f), (x,), (v,))
+        if value.tape is None:  # else f used a tensor traced outside: its dependence needs reverse mode
+            return product
     return grad(lambda y: (grad(f)(y) * v).sum())(x)
 
 
@@ -116,11 +128,39 @@ def _traced(args: Sequence[Any], picked: Sequence[int], what: str) -> tuple[list
             raise DTypeError(f"tk.{what}: argument {i} has dtype {dtype_name(t.dtype)}, which has no derivative; "
                              f"pass a float tensor, e.g. dev.tensor(values, dtype='float64')")
     traced = any(args[i].tape is not None for i in picked)
-    if not traced:
-        tape = UnionTape()
-        for i in picked:
-            args[i] = args[i].trace(tape)
+    _own_inputs(args, picked)
     return args, traced or forward._tangents.get() is not None  # inside tk.jvp, the backward is recorded too
+
+
+def _own_inputs(args: list[Any], picked: Sequence[int]) -> None:
+    """Give each differentiated argument to ``f`` as a tensor of its own, as JAX gives each nested
+    transform its own inputs, so that the gradient, keyed by id, is of ``f`` with respect to that
+    argument alone: one carrying a tape (inside another transform) through an identity op on it (a
+    reshape to its own shape), which an outer transform differentiates through, and not through
+    what was computed from it outside ``f`` (a closed-over ``c = x * x`` is a constant of ``f``);
+    one on no tape traced on a fresh UnionTape, a second time as a new tensor sharing its storage."""
+    tape, seen = None, set()
+    for i in picked:
+        t = args[i]
+        if t.tape is not None:
+            args[i] = reshape(t, t.shape)
+        else:
+            tape = tape or UnionTape()
+            args[i] = (t.detach() if t.id in seen else t).trace(tape)
+        seen.add(t.id)
+
+
+def _tapes_of(inputs: Sequence[Tensor]) -> set[int]:
+    """The births of the tapes the inputs carry before ``f`` runs (``_reaches_outside``)."""
+    return {b for t in inputs if t.tape is not None for b in t.tape._store()._parts()}
+
+
+def _reaches_outside(out: Any, own: set[int]) -> bool:
+    """Whether ``out`` holds records of a tape other than the inputs' own (``own``): ``f`` used a
+    tensor traced outside this transform (an outer transform's input, a parameter traced by hand),
+    so the result must carry its dependence on that tensor: the backward is recorded, as inside
+    another transform."""
+    return isinstance(out, Tensor) and out.tape is not None and not set(out.tape._store()._parts()) <= own
 
 
 def _pulled_back(out: Tensor, seed: Any, wrt: Sequence[Tensor], nested: bool, retain: bool = False) -> list[Tensor]:

@@ -47,6 +47,71 @@ def test_grad_takes_argnums_and_gives_zeros_for_an_unused_input(dev):
     np.testing.assert_allclose(host(tk.grad(lambda a, b: (b * 2.0).sum())(x, y)), np.zeros(4))
 
 
+def test_one_tensor_given_for_two_arguments_gets_each_partial_derivative(dev):
+    """f(x, y) = sum(x y y) at (x, x): df/dx = y^2 and df/dy = 2 x y, as for two tensors of the same
+    values, from tk.grad, tk.vjp and, nested, under an outer tk.grad (d/dt of t^2 + 2 t^2: 6 t)."""
+    def f(a, b):
+        return (a * b * b).sum()
+
+    x = dev.tensor([0.7], dtype="float64")
+    gx, gy = tk.grad(f, argnums=(0, 1))(x, x)
+    np.testing.assert_allclose([host(gx)[0], host(gy)[0]], [0.49, 0.98])
+    vx, vy = tk.vjp(f, x, x)[1](1.0)
+    np.testing.assert_allclose([host(vx)[0], host(vy)[0]], [0.49, 0.98])
+    outer = tk.grad(lambda t: sum(g.sum() for g in tk.grad(f, argnums=(0, 1))(t, t)))(x)
+    np.testing.assert_allclose(host(outer), [6 * 0.7])
+
+
+def test_a_nested_transform_treats_what_was_computed_outside_it_as_a_constant(dev):
+    """Inside tk.grad over x, tk.grad(y -> sum(y c))(x) with c = x * x closed over is c (its
+    gradient in y alone), so the outer gradient of its sum is 2x, not 6x; and tk.hvp(f, x, 2x) of a
+    traced x is H (2x) = 12 x^2 for f = sum(x^3), whose gradient in x is 24 x."""
+    x0 = np.array([0.7, -0.4])
+
+    def outer(x):
+        c = x * x
+        return tk.grad(lambda y: (y * c).sum())(x).sum()
+
+    np.testing.assert_allclose(host(tk.grad(outer)(dev.tensor(x0, dtype="float64"))), 2 * x0)
+    traced = dev.tensor(x0, dtype="float64").trace(tk.UnionTape())
+    c = traced * traced
+    np.testing.assert_allclose(host(tk.grad(lambda y: (y * c).sum())(traced)), x0 ** 2)
+
+    def cubes(y):
+        return (y ** 3).sum()
+
+    traced = dev.tensor(x0, dtype="float64").trace(tk.UnionTape())
+    np.testing.assert_allclose(host(tk.hvp(cubes, traced, traced * 2.0)), 12 * x0 ** 2)
+    np.testing.assert_allclose(host(tk.grad(lambda x: tk.hvp(cubes, x, x * 2.0).sum())(dev.tensor(x0, dtype="float64"))),
+                               24 * x0)
+
+
+def test_a_transform_over_x_inside_one_over_w_keeps_the_dependence_on_w(dev):
+    """f = sum((x w)^3): d/dw of sum(grad_x f) is 9 x^2 w^2 summed, of sum(H_x f 1) and of sum(H_x f)
+    18 x w^2 summed; and a gradient penalty on a parameter traced by hand reaches the parameter."""
+    x0, w0 = np.array([0.7, -0.4]), 1.3
+
+    def f(x, w):
+        return ((x * w) ** 3).sum()
+
+    def x_of():
+        return dev.tensor(x0, dtype="float64")
+
+    inner = {"grad": lambda w: tk.grad(lambda x: f(x, w))(x_of()).sum(),
+             "hvp": lambda w: tk.hvp(lambda x: f(x, w), x_of(), dev.tensor(np.ones(2), dtype="float64")).sum(),
+             "hessian": lambda w: tk.hessian(lambda x: f(x, w), x_of()).sum()}
+    want = {"grad": np.sum(9 * x0 ** 2 * w0 ** 2), "hvp": np.sum(18 * x0 * w0 ** 2), "hessian": np.sum(18 * x0 * w0 ** 2)}
+    for name, g in inner.items():
+        assert np.isclose(host(tk.grad(g)(dev.tensor(w0, dtype="float64"))), want[name]), name
+    w = dev.tensor([1.3, 0.2], dtype="float64")
+    wt = w.trace(tk.UnionTape())
+    gx = tk.grad(lambda x: (x * wt).tanh().sum())(x_of())
+    loss = (wt * wt).sum() + (gx * gx).sum()
+    t = np.tanh(x0 * host(w))
+    s = 1 - t ** 2
+    np.testing.assert_allclose(host(loss.backward()[w]), 2 * host(w) + 2 * host(w) * s * (s - 2 * host(w) * t * s * x0))
+
+
 def test_x_transpose_a_x_has_hessian_a_plus_a_transpose(dev):
     a = dev.tensor(A, dtype="float64")
     h = tk.hessian(lambda x: x @ (a @ x), dev.tensor(X, dtype="float64"))
