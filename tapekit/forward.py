@@ -58,12 +58,6 @@ def jacfwd(f: Callable[[Tensor], Tensor], x: Tensor) -> Tensor:
     """The Jacobian of ``f`` at ``x`` by forward mode, of shape ``f(x).shape + x.shape``: one pass
     of ``jvp`` per element of ``x``, along each basis direction, gives one column. (Reverse mode
     gives a row per backward: it is cheaper when ``f`` has fewer outputs than inputs.)"""
-    return jacfwd_and_value(f, x)[0]
-
-
-def jacfwd_and_value(f: Callable[[Tensor], Tensor], x: Tensor) -> tuple[Tensor, Tensor]:
-    """``jacfwd``'s Jacobian, and ``f(x)`` as its last pass made it (a tape on it says that ``f``
-    used a traced tensor from outside, on which the Jacobian's values depend unrecorded)."""
     if not isinstance(x, Tensor):
         raise InvalidArgumentError(f"jacfwd takes a tensor x, got a {type(x).__name__}; make one: dev.tensor(values)")
     xp, n = x.device.xp, x.size
@@ -78,7 +72,7 @@ def jacfwd_and_value(f: Callable[[Tensor], Tensor], x: Tensor) -> tuple[Tensor, 
             columns.append(xp.reshape(_output_tangents(out, table, "jacfwd: f must return one tensor").data,
                                       (out.size,)))
     jac = xp.stack(columns, axis=-1) if n else xp.zeros((out.size, 0), dtype=out.dtype, **x.device._placement())
-    return Tensor(x.device.count(xp.reshape(jac, out.shape + x.shape)), x.device), out
+    return Tensor(x.device.count(xp.reshape(jac, out.shape + x.shape)), x.device)
 
 
 def refuse_plain_backward(outputs: Sequence[Tensor]) -> None:

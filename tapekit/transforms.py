@@ -21,7 +21,7 @@ from . import forward
 from .backward import backward
 from .devices import dtype_name, is_floating
 from .errors import DTypeError, InvalidArgumentError, OperandError, ShapeError
-from .forward import jacfwd, jacfwd_and_value, jvp
+from .forward import jacfwd, jvp
 from .ops import reshape, stack
 from .tapes import UnionTape
 from .tensor import Tensor
@@ -88,8 +88,9 @@ def hessian(f: Callable[[Tensor], Tensor], x: Tensor) -> Tensor:
     uses a tensor traced outside), where forward mode cannot pass a tangent back, row by row:
     reverse mode over reverse mode."""
     if x.tape is None:
-        jac, value = jacfwd_and_value(grad(f), x)
-        if value.tape is None:  # else f used a tensor traced outside: its dependence needs reverse mode
+        reached: list[bool] = []
+        jac = jacobian(grad(_watched(f, reached)), x, mode="fwd")
+        if not any(reached):  # else f used a tensor traced outside: its dependence needs reverse mode
             return jac
     return jacobian(grad(f), x, mode="rev")
 
@@ -100,8 +101,9 @@ def hvp(f: Callable[[Tensor], Tensor], x: Tensor, v: Tensor) -> Tensor:
     mode over reverse mode). Inside another transform (``x`` carries a tape, or ``f`` uses a tensor
     traced outside), the gradient of ``grad(f) · v``."""
     if x.tape is None:
-        value, product = jvp(grad(f), (x,), (v,))
-        if value.tape is None:  # else f used a tensor traced outside: its dependence needs reverse mode
+        reached: list[bool] = []
+        product = jvp(grad(_watched(f, reached)), (x,), (v,))[1]
+        if not any(reached):  # else f used a tensor traced outside: its dependence needs reverse mode
             return product
     return grad(lambda y: (grad(f)(y) * v).sum())(x)
 
@@ -153,6 +155,18 @@ def _own_inputs(args: list[Any], picked: Sequence[int]) -> None:
 def _tapes_of(inputs: Sequence[Tensor]) -> set[int]:
     """The births of the tapes the inputs carry before ``f`` runs (``_reaches_outside``)."""
     return {b for t in inputs if t.tape is not None for b in t.tape._store()._parts()}
+
+
+def _watched(f: Callable[[Tensor], Tensor], reached: list[bool]) -> Callable[[Tensor], Tensor]:
+    """``f``, noting in ``reached`` whether each value it returns holds records of a tape its input
+    did not carry (``_reaches_outside``): forward mode cannot pass that dependence on."""
+    def watched(y: Tensor) -> Tensor:
+        own = _tapes_of([y])
+        out = f(y)
+        reached.append(_reaches_outside(out, own))
+        return out
+
+    return watched
 
 
 def _reaches_outside(out: Any, own: set[int]) -> bool:
