@@ -1,10 +1,14 @@
 """Function transforms, composable: ``grad``, ``vjp``, ``jacobian``, ``hessian``, ``hvp``.
 
 Each takes a function of tensors and gives another. Inputs that carry no tape are traced on a fresh
-``UnionTape``; inputs that already carry one (inside another transform, or traced by hand) keep
-it, and then the backward is recorded (``create_graph=True``) so that the result can be
-differentiated again: ``tk.grad(tk.grad(f))`` is the second derivative, and the outermost
-transform alone runs a plain backward. Results of the outermost transform carry no tape.
+``UnionTape``; inputs that already carry one (inside another transform, or traced by hand) enter
+``f`` through an identity op on them, as tensors of its own, and then the backward is recorded
+(``create_graph=True``) so that the result can be differentiated again: ``tk.grad(tk.grad(f))``
+is the second derivative, and the outermost transform alone runs a plain backward. So does one
+whose ``f`` uses a tensor traced outside it (a parameter traced by hand): its result depends on
+that tensor. Results of the outermost transform carry no tape. As in JAX, a transform
+differentiates ``f`` with respect to its own inputs alone: what was computed from them outside
+``f`` is a constant of ``f``.
 
 JAX and ``torch.func`` name the same things: ``jax.grad`` / ``torch.func.grad``, ``jax.vjp`` /
 ``torch.func.vjp``, ``jax.jacrev`` and ``jax.jacfwd`` / ``torch.func.jacrev`` and ``jacfwd``
