@@ -47,6 +47,7 @@ def backward(outputs: Any, seeds: Sequence[Any] | None = None, retain: bool = Fa
     second backward then sees).
     """
     outputs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
+    given = list(seeds) if seeds is not None else [None] * len(outputs)
     seeds = _seeds(outputs, seeds)
     tapes = [_tape_of(out) for out in outputs]
     check_one_policy(outputs, tapes, "tk.backward")
@@ -60,7 +61,7 @@ def backward(outputs: Any, seeds: Sequence[Any] | None = None, retain: bool = Fa
     planned = Planned([store._grads for store in stores])
     if create_graph:
         from .create_graph import recorded_backward
-        grads = recorded_backward(outputs, seeds, tapes, records, planned.arrays)
+        grads = recorded_backward(outputs, seeds, tapes, records, planned.arrays, given)
     else:
         found = _run(records, planned, outputs, seeds)
         grads = _taken(tapes, records, outputs, retain, names)  # every rule has run: only now do the tapes change

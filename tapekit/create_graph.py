@@ -31,6 +31,8 @@ raises, or an interrupt, leaves every tape, record and gradient as it was.
 
 from __future__ import annotations
 
+import itertools
+
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -48,14 +50,15 @@ from .tensor import Tensor
 
 
 def recorded_backward(outputs: Sequence[Tensor], seeds: Sequence[Any], tapes: Sequence[Tape],
-                      records: list[Record], entries: dict[int, Any]) -> Gradients:
+                      records: list[Record], entries: dict[int, Any], given: Sequence[Any] = ()) -> Gradients:
     """The gradients of ``outputs`` as traced tensors, the backward recorded (see the module's
     docstring): ``chain_rule``, the loop of the first-order backward, with ``Traced`` keeping the
-    gradients. ``entries`` are the gradient entries the tapes held before."""
+    gradients. ``entries`` are the gradient entries the tapes held before; ``given``, the seeds as
+    the caller gave them (``_start``)."""
     scratch = UnionTape()
     found = Traced(records, entries, outputs[0].device, scratch)
-    for out, seed in zip(outputs, seeds):
-        found.add(out.id, Tensor(seed, out.device)._handle(scratch), seed.shape)
+    for out, seed, as_given in itertools.zip_longest(outputs, seeds, given):
+        found.add(out.id, _start(out, seed, as_given, scratch), seed.shape)
     outside = _active.set(())  # the records go to the scratch tape, not to an enclosing GlobalTape block
     try:
         chain_rule(records, found)
@@ -72,6 +75,19 @@ def recorded_backward(outputs: Sequence[Tensor], seeds: Sequence[Any], tapes: Se
         grads._clean.discard(tid)
     grads._ran = tape._store()._ref
     return grads
+
+
+def _start(out: Tensor, seed: Any, given: Any, scratch: UnionTape) -> Tensor:
+    """The gradient the recorded backward starts from at ``out``: the seed as given where it is a
+    tensor of the output's dtype on no tape (its tangent inside ``tk.jvp`` flows on) or on the
+    output's own tape (a gradient then reaches it), as in PyTorch; else the seed's array, a
+    constant (a seed traced on another tape included: its records would be split from it)."""
+    if isinstance(given, Tensor) and given.dtype == out.dtype:
+        if given.tape is None:
+            return given._handle(scratch)
+        if out.tape is not None and given.tape._store() is out.tape._store():
+            return given
+    return Tensor(seed, out.device)._handle(scratch)
 
 
 class Traced:

@@ -147,3 +147,23 @@ def test_the_tape_that_holds_a_recorded_backward_is_named_as_before_it_under_eve
     before = loss.tape.label, loss.tape._store()._state()
     g = loss.backward(create_graph=True)[x]
     assert (g.tape.label, g.tape._store()._state()) == before, "the rules' scratch tape is no tape of the program"
+
+
+def test_a_seed_that_depends_on_the_input_is_differentiated_through():
+    """backward(seed=s, create_graph=True) starts from s itself: inside tk.jvp its tangent flows on
+    (h(x) = x (1 - tanh(x)^2) has h'(x) = 1 - tanh^2 - 2 x tanh (1 - tanh^2)), and traced on the
+    output's tape it gets a gradient (d/du of sum(u (1 - tanh(x)^2)) is 1 - tanh(x)^2)."""
+    dev = tk.Cpu(default_dtype="float64")
+    x0, v0 = np.array([0.5, -1.0, 2.0]), np.array([0.3, -0.2, 1.0])
+
+    def h(x):
+        return x.trace(tk.UnionTape()).tanh().backward(seed=x, create_graph=True)[x]
+
+    t = np.tanh(x0)
+    _, tangent = tk.jvp(h, (dev.tensor(x0),), (dev.tensor(v0),))
+    np.testing.assert_allclose(tangent.numpy(), (1 - t ** 2 - 2 * x0 * t * (1 - t ** 2)) * v0)
+    x, u = dev.tensor(x0), dev.tensor(v0)
+    tape = tk.UnionTape()
+    xt, ut = x.trace(tape), u.trace(tape)
+    g = xt.tanh().backward(seed=ut, create_graph=True)[x]
+    np.testing.assert_allclose(g.sum().backward()[u], 1 - t ** 2)
