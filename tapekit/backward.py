@@ -47,8 +47,8 @@ def backward(outputs: Any, seeds: Sequence[Any] | None = None, retain: bool = Fa
     second backward then sees).
     """
     outputs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
-    given = list(seeds) if seeds is not None else [None] * len(outputs)
-    seeds = _seeds(outputs, seeds)
+    given = list(seeds) if seeds is not None else [None] * len(outputs)  # as the caller gave them
+    seeds = _seeds(outputs, given)
     tapes = [_tape_of(out) for out in outputs]
     check_one_policy(outputs, tapes, "tk.backward")
     if not create_graph:
