@@ -9,7 +9,7 @@ import numpy as np
 
 from .devices import array_nbytes
 from .errors import MissingGradientError
-from .ids import label
+from .ids import label, label_all
 
 
 def updatable(array: Any) -> Any:
@@ -68,7 +68,7 @@ class Gradients:
         try:
             return self._arrays[tid]
         except KeyError:
-            raise MissingGradientError(self.why_missing(tid)) from None
+            raise MissingGradientError(self.why_missing(key)) from None
 
     def get(self, key: Any, default: Any = None) -> Any:
         return self._arrays.get(tensor_id(key), default)
@@ -186,11 +186,14 @@ class Gradients:
         ``IncompleteTapeWarning`` named the tensor). ``MissingGradientError`` when there is no entry."""
         tid = tensor_id(key)
         if tid not in self._arrays:
-            raise MissingGradientError(self.why_missing(tid))
+            raise MissingGradientError(self.why_missing(key))
         return tid not in self._partial
 
-    def why_missing(self, tid: int) -> str:
-        """The reason ``tid`` has no entry, in words, with what to do."""
+    def why_missing(self, key: Any) -> str:
+        """The reason a tensor (or tensor id) ``key`` has no entry, in words, with what to do. Given
+        the tensor, it tells one that was never traced from a traced one the outputs do not depend
+        on; given only an id, it names both."""
+        tid = tensor_id(key)
         name = label(tid)
         if tid in self._why:
             return self._why[tid]
@@ -198,19 +201,35 @@ class Gradients:
             return (f"{name} has no gradient: it is not in the leaf set of this backward, so its entry was "
                     f"dropped at the end. Add it to leaves=[...], or trace without a leaf set to keep all.")
         tape = self._ran() if self._ran is not None else None
-        where = f" ({type(tape).__name__} {tape.label})" if tape is not None else ""
-        return (f"{name} has no gradient: no op recorded on the tape this backward ran{where} took it as an "
-                f"operand. Trace it (x.trace()) or an input it meets, and check tk.explain(output).")
+        return f"{name} has no gradient: {_unreached(key, name, tape)}."
 
     def __repr__(self) -> str:
+        shown = _ends(list(self._arrays.items()))
+        label_all([*(self.leaves or ()), *(t for t, _ in shown)])  # shown together: labelled in the order made
         leaves = "all" if self.leaves is None else "{" + _summary([label(t) for t in sorted(self.leaves)]) + "}"
         entries = _summary([f"{label(t)}: {tuple(a.shape)}{' (incomplete)' if t in self._partial else ''}"
-                            for t, a in _ends(list(self._arrays.items()))], len(self))
+                            for t, a in shown], len(self))
         noun = "entry" if len(self) == 1 else "entries"
         return f"Gradients({len(self)} {noun}, leaves={leaves}{'; ' + entries if entries else ''})"
 
 
 SUMMARY_ENDS = 3  # as numpy summarises a long array: this many items at each end, "..." between
+
+
+def _unreached(key: Any, name: str, tape: Any) -> str:
+    """Why a backward that ran ``tape`` (``None``: not known) reached no op using ``key``: no output
+    depends on it (a traced tensor), or it is not traced (an untraced one); both, each with what to
+    do, when ``key`` is only an id."""
+    where = f" ({type(tape).__name__} {tape.label})" if tape is not None else ""
+    unused = f"no output of this backward depends on {name}, so its gradient would be zero"
+    run = f"run backward on an output computed from {name}"
+    how = "(x.trace()) or an input it meets, and check tk.explain(output)"
+    reached = f"no op recorded on the tape this backward ran{where} took it as an operand"
+    if isinstance(key, int):
+        return f"{reached}. If {name} is traced, {unused}: {run}. If not, trace it {how}"
+    if key._tape is not None or key._record is not None:
+        return f"{unused}. For its gradient, {run}"
+    return f"it is not traced, and {reached}. Trace it {how}"
 
 
 def _ends(items: list) -> list:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
-from .ids import label, letter_all
+from .ids import label, label_all, letter_all
 from .tapes.base import Record, Tape, is_spent, plural
 
 
@@ -106,8 +106,16 @@ def coverage(outputs: Sequence[Any], stores: Iterable[Tape]) -> Coverage:
                 blocked[tid] = block
             if passes_part:
                 cov.incomplete.add(tid)
-    cov.missed = {tid: _why(tid, rec) for tid, rec in blocked.items() if rec is not None}
+    blocking = {tid: rec for tid, rec in blocked.items() if rec is not None}
+    label_all([*(o.id for o in outputs), *blocking, *cov.incomplete, *(t for r in cov.hidden for t in _let_go_by(r)),
+               *(t for r in blocking.values() for t in (*r.inputs, r.out))])
+    cov.missed = {tid: _why(tid, rec) for tid, rec in blocking.items()}  # shown together: labelled in the order made
     return cov
+
+
+def _let_go_by(rec: Record) -> tuple[int, ...]:
+    """The outputs of the backward that let ``rec`` go, which its place names (none: it is not let go)."""
+    return getattr(rec.consumed_by, "tids", ())
 
 
 def _why(tid: int, rec: Record) -> str:
@@ -125,7 +133,7 @@ def name_tapes(records: Iterable[Record], *tapes: Tape | None) -> None:
     """Letter the tapes holding ``records`` (and ``tapes``) in the order they were made, before a
     message names some of them (`tapekit.ids`)."""
     stores = {home_of(rec) for rec in records} | set(tapes)
-    letter_all(b for s in stores if s is not None for b in s._parts())
+    letter_all(b for s in stores if s is not None for b in s._named())
 
 
 def _labels(tids: Iterable[int]) -> str:
@@ -133,8 +141,12 @@ def _labels(tids: Iterable[int]) -> str:
 
 
 def _advice(hidden: Sequence[Record]) -> str:
-    """What to do about hidden records: they were consumed, or another tape holds them."""
+    """What to do about hidden records: a backward let them go, they were dropped with their tape,
+    or another tape holds them."""
     if all(home_of(r) is None for r in hidden):
+        if not any(r.consumed_by for r in hidden):
+            return ("Keep a tensor that holds their tape (a variable) until the backward runs: a tape no tensor "
+                    "holds is dropped with its records.")
         return ("Run tk.backward([...]) over all outputs at once, or keep the records for another backward with "
                 "backward(retain=True).")
     return "Run tk.backward([...]) over all outputs at once, or use tk.UnionTape() so merged tapes stay one."

@@ -221,11 +221,12 @@ class Later:
     """Text written the first time it is read (``str``), so that a message kept for later (what a
     backward let go, why a tape is spent) hands out tensor labels only if someone reads it."""
 
-    __slots__ = ("_make", "_text")
+    __slots__ = ("_make", "_text", "tids")
 
-    def __init__(self, make: Any) -> None:
+    def __init__(self, make: Any, tids: tuple[int, ...] = ()) -> None:
         self._make = make
         self._text: str | None = None
+        self.tids = tids  # the tensors it names: what shows it with others labels them together (``label_all``)
 
     def __str__(self) -> str:
         if self._text is None:
@@ -246,10 +247,10 @@ class Later:
 
     def after(self, prefix: str) -> "Later":
         """``prefix`` and this text, written when read."""
-        return Later(lambda: prefix + str(self))
+        return Later(lambda: prefix + str(self), self.tids)
 
 
 def labels_later(tids: Sequence[int]) -> Later:
     """``x, t3``: the labels of the tensors with these ids, handed out when first read."""
     tids = tuple(tids)
-    return Later(lambda: ", ".join(label(t) for t in tids))
+    return Later(lambda: ", ".join(label(t) for t in tids), tids)

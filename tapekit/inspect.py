@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .history import Coverage, coverage, history, home_of, live_store, name_tapes, plural, where
-from .ids import label, letter_all
+from .ids import label, label_all, letter_all
 from .tapes.base import Tape
 from .tensor import Tensor
 
@@ -61,7 +61,7 @@ def tapes(*tensors: Tensor) -> TapeTable:
             tape = home_of(rec)
             if tape is not None:
                 found.setdefault(id(tape), tape)
-    letter_all(birth for tape in found.values() for birth in tape._parts())  # named in the order they were made
+    letter_all(birth for tape in found.values() for birth in tape._named())  # named in the order they were made
     return TapeTable(TapeInfo(tape.label, tape.policy, len(tape), len(tape.grads), tape.nbytes,
                               tape._leaves_text(), tape, tape._state()) for tape in found.values())
 
@@ -116,7 +116,9 @@ def explain(output: Tensor) -> Explanation:
     """Which records ``output`` depends on, on which tape each lives, which gradients a backward
     on it will miss and why, and which it will get only in part."""
     tape, store = output.tape, live_store(output)
-    name_tapes(history([output]), store)
+    past = history([output])
+    name_tapes(past, store)
+    label_all([output.id, *(t for rec in past for t in (*rec.inputs, rec.out))])  # all it shows, in the order made
     if store is None:
         text = "no tape" if tape is None else f"a spent tape ({tape._spent})"
     else:

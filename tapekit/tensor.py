@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 class Tensor:
     """An immutable array on a device, with an id shared by all its traced handles."""
 
-    __slots__ = ("id", "data", "device", "_tape", "_record", "_moved_by", "__weakref__")
+    __slots__ = ("id", "data", "device", "_tape", "_record", "_moved_by", "_moved_from", "__weakref__")
 
     def __init__(self, data: Any, device: Any, tape: "Tape | None" = None, name: str | None = None) -> None:
         self.id = next_id()
@@ -77,7 +77,7 @@ class Tensor:
         """The tape this handle carries (``None``: no tape, inference); once an op moved its
         OwnedTape away, a ``MovedTape`` that says which op."""
         if self._tape is MOVED:
-            return MovedTape(self.id, self._moved_by)
+            return MovedTape(self.id, self._moved_by, self._moved_from)
         return self._tape
 
     def __len__(self) -> int:

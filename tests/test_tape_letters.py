@@ -395,3 +395,42 @@ def test_leaves_are_outlined_alike_in_every_picture(program):
                 attrs = [a for a in nodes(dot).values() if re.search(rf'label="{leaf}\|', a)]
                 assert len(attrs) == 1 and "fillcolor=white" in attrs[0] and "penwidth=1.5" in attrs[0], (leaf, dot)
                 assert "Bold" not in attrs[0] and 'color="#333333"' not in attrs[0]
+
+
+@pytest.mark.parametrize("shown_by", ["tapes", "dag"])
+@pytest.mark.parametrize("policy", [tk.ArcTape, tk.OwnedTape, tk.UnionTape])
+def test_tapes_first_shown_together_are_lettered_in_the_order_they_were_made_when_one_was_absorbed(shown_by, policy):
+    """a's tape absorbs b's, c's stays apart: the first picture or table to show them names the
+    three in the order they were made, the absorbed one included (its name is in a's state)."""
+    dev = tk.Cpu()
+    a, b, c = (dev.tensor([float(i)]).trace(policy()) for i in range(3))
+    births = [t.tape._born for t in (a, b, c)]
+    z = a + b
+    w = c * 2.0
+    if shown_by == "tapes":
+        str(tk.tapes(z, w))
+    else:
+        viz.dag(z, w).source
+    numbers = [letter_number(birth) for birth in births]
+    assert numbers == sorted(numbers), numbers
+
+
+@pytest.mark.parametrize("shown_by", ["print(grads)", "explain", "warning"])
+def test_tensors_first_shown_together_are_labelled_in_the_order_they_were_made(shown_by):
+    dev = tk.Cpu()
+    x = dev.tensor([1., 2.]).trace(tk.ArcTape())
+    y = dev.tensor([4., 5.])
+    h = (x * y).exp()
+    if shown_by == "warning":  # the records of h's history are let go, so a later backward misses them
+        h.sum().backward()
+    loss = (h * h).sum()
+    made = [x.id, y.id, h.id, loss.id]
+    if shown_by == "print(grads)":
+        repr(loss.backward())
+    elif shown_by == "explain":
+        str(tk.explain(loss))
+    else:
+        with pytest.warns(tk.IncompleteTapeWarning):
+            loss.backward()
+    shown = [int(label(tid)[1:]) for tid in made]
+    assert shown == sorted(shown), [label(tid) for tid in made]

@@ -223,7 +223,7 @@ def test_retain_allows_backward_again(cpu, policy):
     g2 = out.backward(retain=True)
     assert np.allclose(g1[x], [2.0, 4.0]) and np.allclose(g2[x], [2.0, 4.0])
     out.backward()
-    with pytest.raises(tk.TapeConsumedError, match="consumed"):
+    with pytest.raises(tk.TapeConsumedError, match="consumed" if policy is tk.OwnedTape else "drained"):
         out.backward()
 
 

@@ -68,8 +68,8 @@ def emit(name: str, out: Any, inputs: Sequence[Any], rules: Sequence[Callable], 
     tape._record(rec)
     if tape.moves:  # an OwnedTape: the op took it, so the operands' handles are spent (``x.tape``: a MovedTape)
         for t in inputs:
-            if type(t) is Tensor and t._tape is not None:
-                t._tape, t._moved_by = MOVED, rec
+            if type(t) is Tensor and t._tape is not None and t._tape is not MOVED:  # x * x: moved once
+                t._tape, t._moved_by, t._moved_from = MOVED, rec, t._tape._born
     return forward.carry(result, name, inputs, rules, saved, jvp) if forward.on else result
 
 

@@ -229,11 +229,17 @@ class Tape:
         """The births of the tapes this one is made of (called on the store)."""
         return (self._born,)
 
+    def _named(self) -> list[int]:
+        """The births of the tapes this one's name and state name (called on the store): its parts,
+        those it absorbed and the one it was emptied into. What shows it letters them all at once,
+        so that they are lettered in the order they were made (`tapekit.ids`)."""
+        return [*self._parts(), *(self._took or ()), *([self._into] if self._into is not None else [])]
+
     def _state(self) -> str:
         """What merges and backwards did to this tape, in words: ``absorbed B``, ``emptied into A``,
         ``drained by the backward on loss, records again`` (empty when nothing did)."""
         store = self._store()
-        letter_all([*store._parts(), *(store._took or ()), *([store._into] if store._into is not None else [])])
+        letter_all(store._named())
         words = []
         if store._into is not None:
             words.append(f"emptied into {tape_name([store._into])}")
@@ -328,15 +334,17 @@ class SpentTape(Tape):
 
     It holds no records and no gradients. Its error is written only when asked for
     (``make(*args)``): under OwnedTape every op spends its operands' handles, and most of them are
-    never touched again.
+    never touched again. ``of`` is the birth of the OwnedTape it stood for, which its printout names
+    (`tapekit.ids`).
     """
 
     policy = "spent"
-    __slots__ = ("_make", "_args")
+    __slots__ = ("_make", "_args", "_of")
 
-    def __init__(self, make: Callable[..., Exception], *args: Any) -> None:
+    def __init__(self, make: Callable[..., Exception], *args: Any, of: int | None = None) -> None:
         self._make = make
         self._args = args
+        self._of = of
 
     @property
     def _spent(self) -> Exception:  # type: ignore[override]  # computed here, a slot on live tapes
@@ -346,19 +354,26 @@ class SpentTape(Tape):
         raise_spent(self)
         return self
 
+    def __repr__(self) -> str:
+        """``<MovedTape of OwnedTape A: ...>``: the handle, the tape it stood for, and why it is spent."""
+        of = "" if self._of is None else f" of OwnedTape {tape_name([self._of])}"
+        return f"<{type(self).__name__}{of}: {self._spent}>"
+
 
 class MovedTape(SpentTape):
     """What an operand (tensor ``tid``) shows after op ``rec`` moved its OwnedTape into its output
-    (``x.tape``). The tensor itself keeps only the mark ``MOVED`` and the record (``_moved_by``),
-    and this handle, which explains, is made when asked for: most operands are never looked at
+    (``x.tape``). The tensor itself keeps only the mark ``MOVED``, the record (``_moved_by``) and the
+    birth of the tape it held (``_moved_from``), and this handle, which explains and names that tape,
+    is made when asked for: most operands are never looked at
     again, and making one for each op was 3% of the time of a chain of small ops (the benchmarks'
     W1 under OwnedTape, measured)."""
 
     __slots__ = ("_tid", "_by")
 
-    def __init__(self, tid: int, rec: Record) -> None:
+    def __init__(self, tid: int, rec: Record, of: int) -> None:
         self._tid = tid
         self._by = rec
+        self._of = of
 
     @property
     def _spent(self) -> Exception:  # type: ignore[override]
@@ -397,9 +412,9 @@ def consumed_of(tid: int, by: str) -> TapeConsumedError:
 
 
 def consumed_error(who: str, by: str) -> TapeConsumedError:
-    """The error of using ``who`` (``this OwnedTape``, ``loss's tape``) once ``by`` consumed its
-    records. Worded for every policy: a backward consumes an OwnedTape but only drains a shared tape,
-    and under both the records are gone."""
+    """The error of using ``who`` (``this OwnedTape``, ``loss's OwnedTape``) once the backward ``by``
+    consumed it. (A backward only drains a shared tape, which records again: ``backward._let_go_error``
+    says so in those words.)"""
     return TapeConsumedError(Later(lambda: (
         f"the records of {who} were consumed by {by}. Call backward(retain=True) to keep the records for "
         f"another backward, or run tk.backward([...]) over all outputs at once.")))

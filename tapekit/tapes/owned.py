@@ -37,4 +37,4 @@ class OwnedTape(Tape):
     def _after_backward(self, outputs: Sequence[Any], by: str) -> None:
         self._spent = consumed_error("this OwnedTape", by)
         for out in outputs:
-            out._tape = SpentTape(consumed_of, out.id, by)
+            out._tape = SpentTape(consumed_of, out.id, by, of=self._born)

@@ -38,13 +38,21 @@ class OutputShare:
 
     ``split`` maps the birth of each tape holding records of the history (``None``: no tape any
     more) to how many it holds; ``reachable`` counts the leaves whose whole gradient a backward on
-    the output alone would produce (not those it would miss, nor those it would get only in part)."""
+    the output alone would produce (not those it would miss, nor those it would get only in part);
+    ``dropped`` counts the records no tape holds that no backward let go: they were dropped with
+    their tape (no tensor held it)."""
 
     name: str
     carries: int | None
     split: dict[int | None, int]
     leaves: int
     reachable: int
+    dropped: int = 0
+
+    @property
+    def let_go(self) -> int:
+        """The records no tape holds because a backward let them go."""
+        return self.split.get(None, 0) - self.dropped
 
     @property
     def records(self) -> int:
@@ -121,18 +129,21 @@ def _snapshot(tensors: Sequence[Any], scene: Scene, label: str) -> Snapshot:
 
 
 def _output_share(tensor: Any, name: str) -> OutputShare:
+    """Where ``tensor``'s history lives now, and what a backward on it alone would see."""
     store = live_store(tensor)
     cov = coverage([tensor], set() if store is None else {store})
     records = cov.records
     split: dict[int | None, int] = {}
+    dropped = 0
     for rec in records:
         home = home_of(rec)
         key = None if home is None else home._born
         split[key] = split.get(key, 0) + 1
+        dropped += home is None and not rec.consumed_by  # no backward let it go: its tape is gone
     made = {rec.out for rec in records}
     leaves = {tid for rec in records for tid in rec.inputs if tid is not None and tid not in made}
     return OutputShare(name, None if store is None else store._born, split, len(leaves),
-                       len(leaves - cov.missed.keys() - cov.incomplete))
+                       len(leaves - cov.missed.keys() - cov.incomplete), dropped)
 
 
 # Sizes, in inches and points. Figures are shown at 96 dpi, where a matplotlib point is a CSS point:
@@ -185,12 +196,22 @@ def _legend_handles(snapshots: Sequence[Snapshot]) -> list:
     looks = {t.look.name: t.look for s in snapshots for t in s.tapes}
     handles = [Patch(color=look.colour, label=f"tape {look.name}") for look in sorted(looks.values(),
                                                                                    key=lambda k: k.order)]
-    if any(None in o.split for s in snapshots for o in s.outputs):
-        handles.append(Patch(color=CONSUMED, label="no tape: let go by a backward"))
+    gone = _gone_text([o for s in snapshots for o in s.outputs])
+    if gone:
+        handles.append(Patch(color=CONSUMED, label=gone))
     if any(set(o.split) - {o.carries} for s in snapshots for o in s.outputs):
         handles.append(Patch(facecolor="white", edgecolor="#555555", hatch="//",
                              label="history on a tape the output does not hold"))
     return handles
+
+
+def _gone_text(outputs: Sequence[OutputShare]) -> str:
+    """The legend's words for the grey records no tape holds, as the DAG and ``tk.explain`` say
+    what happened to them: let go by a backward, or dropped with their tape (empty: there are none)."""
+    fates = [words for words, count in (("let go by a backward", sum(o.let_go for o in outputs)),
+                                        ("dropped with its tape (no tensor held it)", sum(o.dropped for o in outputs)))
+             if count]
+    return "no tape: " + ", or ".join(fates) if fates else ""
 
 
 def _panel(ax: Any, snap: Snapshot) -> None:

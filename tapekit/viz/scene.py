@@ -130,7 +130,7 @@ def _stores(records: Sequence[Any], tensors: Sequence[Tensor],
         store = live_store(handles[t.id][0])
         if store is not None:
             stores[store._born] = store
-    letter_all(b for s in stores.values() for b in s._parts())
+    letter_all(b for s in stores.values() for b in s._named())
     return stores
 
 

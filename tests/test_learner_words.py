@@ -1,0 +1,123 @@
+"""The words a learner reads agree across pictures, printouts and errors (`tapekit.ids`): a record
+dropped with its tape is not said to be let go by a backward; a spent tape handle names its tape;
+a backward says it drained a shared tape and consumed an OwnedTape; a missing gradient tells an
+untraced tensor from one the output does not depend on."""
+
+from __future__ import annotations
+
+import gc
+
+import matplotlib
+import pytest
+
+import tapekit as tk
+
+from .conftest import POLICIES
+
+matplotlib.use("Agg")
+DEV = tk.Cpu()
+
+
+def legend(fig) -> list[str]:
+    return [t.get_text() for t in fig.legends[0].get_texts()]
+
+
+# -- 1: the partition plot's legend says what happened to a record no tape holds ----------------
+def test_partition_legend_says_a_record_was_dropped_with_its_tape():
+    x = DEV.tensor([1.0, 2.0], name="x").trace(tk.ArcTape())
+    y = x * 2.0
+    y2 = y.retaped()  # its history keeps y's record, on x's tape
+    del x, y
+    gc.collect()  # nothing holds x's tape any more: the record is dropped with it
+    out = y2 * 3.0
+    words = legend(tk.viz.plot_partition(tk.viz.snapshot(out)))
+    assert any("dropped with its tape" in w for w in words), words
+    assert not any("let go by a backward" in w for w in words), words
+
+
+def test_partition_legend_says_a_record_was_let_go_by_a_backward():
+    x = DEV.tensor([1.0, 2.0], name="x").trace(tk.ArcTape())
+    y = x * 2.0
+    y2 = y.retaped()
+    (y * 1.0).sum().backward()  # lets go of y's record
+    words = legend(tk.viz.plot_partition(tk.viz.snapshot(y2 * 3.0)))
+    assert any("let go by a backward" in w for w in words), words
+    assert not any("dropped" in w for w in words), words
+
+
+# -- 2: a spent handle names the tape it stood for -------------------------------------------
+def test_moved_and_consumed_handles_name_their_tape():
+    x = DEV.tensor([1.0, 2.0], name="x").trace()
+    y = DEV.tensor([4.0, 5.0], name="y").trace()
+    tape_x, tape_y = x.tape, y.tape
+    z = x + y
+    assert repr(x.tape).startswith(f"<MovedTape of OwnedTape {tape_x.label}: ")
+    assert repr(y.tape).startswith(f"<MovedTape of OwnedTape {tape_y.label}: ")
+    assert "was moved into the output of" in repr(x.tape)
+    loss = z.sum()
+    loss.backward()
+    assert repr(loss.tape).startswith(f"<SpentTape of OwnedTape {tape_x.label}: ")
+    assert "were consumed by the backward on" in repr(loss.tape)
+    assert str(loss.tape) == repr(loss.tape)
+
+
+# -- 3: a second backward says what the first did to the tape, and names it ------------------------
+@pytest.mark.parametrize("policy", ["arc", "union", "global"])
+def test_second_backward_on_a_shared_tape_says_drained_and_names_the_tape(policy):
+    tape = POLICIES[policy]()
+    x = DEV.tensor([1.0, 2.0], name="x").trace(tape)
+    loss = (x * x).sum()
+    loss.name = "loss"
+    loss.backward()
+    with pytest.raises(tk.TapeConsumedError) as err:
+        loss.backward()
+    text = str(err.value)
+    assert f"tape {loss.tape.label} was drained by the backward on loss" in text, text
+    assert "consumed" not in text and "loss's tape" not in text, text
+    assert "backward(retain=True)" in text
+
+
+def test_second_backward_on_an_owned_tape_still_says_consumed():
+    loss = (DEV.tensor([1.0, 2.0], name="x").trace() * 2.0).sum()
+    loss.name = "loss"
+    loss.backward()
+    with pytest.raises(tk.TapeConsumedError, match="were consumed by the backward on loss"):
+        loss.backward()
+
+
+# -- 4: a missing gradient tells untraced from not on the way to the output ----------------------
+def test_missing_gradient_of_a_traced_tensor_the_output_does_not_use():
+    x = DEV.tensor([1.0, 2.0], name="x").trace(tk.UnionTape())
+    y = DEV.tensor([4.0, 5.0], name="y").trace(tk.UnionTape())
+    z = x + y
+    zz = y * 2.0
+    zz.name = "zz"
+    g = z.sum().backward()
+    with pytest.raises(tk.MissingGradientError) as err:
+        g[zz]
+    text = str(err.value)
+    assert "no output of this backward depends on zz" in text and "would be zero" in text, text
+    assert "Trace it" not in text, text
+
+
+def test_missing_gradient_of_an_untraced_tensor_says_trace_it():
+    w = DEV.tensor([3.0, 4.0], name="w")
+    g = (DEV.tensor([1.0, 2.0]).trace() * 2.0).sum().backward()
+    with pytest.raises(tk.MissingGradientError) as err:
+        g[w]
+    text = str(err.value)
+    assert "w has no gradient: it is not traced" in text and "Trace it (x.trace())" in text, text
+    assert "depends on" not in text, text
+
+
+def test_a_record_dropped_with_its_tape_is_not_advised_retain():
+    """A record whose tape no tensor held is gone with it: no backward let it go, so keeping the
+    records with retain=True cannot help; tk.explain says to keep a tensor that holds the tape."""
+    import gc
+    x = DEV.tensor([1.0, 2.0], name="x").trace(tk.ArcTape())
+    y = x * 2.0
+    y2 = y.retaped()
+    del x, y
+    gc.collect()
+    text = str(tk.explain(y2 * 3.0))
+    assert "retain=True" not in text and "Keep a tensor that holds their tape" in text, text
