@@ -121,3 +121,34 @@ def test_a_record_dropped_with_its_tape_is_not_advised_retain():
     gc.collect()
     text = str(tk.explain(y2 * 3.0))
     assert "retain=True" not in text and "Keep a tensor that holds their tape" in text, text
+
+
+# -- the player's last step shows what the backward left, as the explorer does ----------------
+def _z_and_zz(tape):
+    x = DEV.tensor([1., 2.]).trace(tape())
+    y = DEV.tensor([4., 5.]).trace(tape())
+    z = x + y  # noqa: F841
+    zz = y * 2.0  # noqa: F841
+
+
+@pytest.mark.parametrize("policy", ["union", "arc"])
+def test_the_players_last_step_draws_the_records_a_backward_let_go_as_the_explorer_does(policy):
+    import re
+    from tapekit.widgets import BackwardPlayer, TapeExplorer
+
+    def styles(dot):
+        ops = re.findall(r"^\s*op\d+ \[(.*)\]$", dot, re.M)
+        return sorted((re.search(r'label="?(?:✓ )?(\w+)', a)[1], re.search(r'style="?([\w,]+)', a)[1]) for a in ops)
+
+    def tapes(dot):
+        return [" ".join(re.sub(r"<[^>]+>", " ", r.replace("<BR/>", " ")).split())
+                for r in re.findall(r"<TR>(.*?)</TR>", dot) if "tape" in r and "BGCOLOR" in r]
+
+    explorer = TapeExplorer(_z_and_zz, policy=policy)
+    explorer.output.value = "z"
+    explorer.run_backward()
+    player = BackwardPlayer(_z_and_zz, policy=policy, output="z")
+    player.step.value = player.step.max
+    assert "dashed" in dict(styles(player.dot))["add"]
+    assert [s for s in styles(player.dot)] == [s for s in styles(explorer.dot) if s[0] in dict(styles(player.dot))]
+    assert tapes(player.dot)[:2] == tapes(explorer.dot)[:2]

@@ -121,6 +121,7 @@ class BackwardPlayer:
         self.problem = moment.error or ""
         self.outputs = self._outputs(moment)
         self.scene: Scene | None = None
+        self.after: Scene | None = None  # the scene once the real backward returned (the last step's)
         self.steps, self.records, self.hidden = [], [], set()
         self.result, self.returned, self.result_lines = None, {}, []
         if self.outputs:  # the tapes backward runs, and their records, oldest first
@@ -129,6 +130,7 @@ class BackwardPlayer:
             self.scene = self._scene(moment)
             self.colours = self.scene.colours
             self._run(stores)
+            self.after = self._scene(moment)  # what the backward left: records let go, tapes drained
         self._draw_every_step()
         with self.step.hold_trait_notifications(), self.play.hold_trait_notifications():
             self.step.max = self.play.max = len(self.steps)
@@ -310,12 +312,13 @@ class BackwardPlayer:
                                                 "ranksep": "0.3", "size": "8.5,20"},
                         node_attr={"fontname": FONT, "fontsize": "12"},
                         edge_attr={"arrowsize": "0.7", "fontname": FONT})
-        ids = node_ids(self.scene)
+        scene = self.scene if step is not None else self.after  # the last step: as the backward left it
+        ids = node_ids(scene)
         grads, outputs = self.returned if step is None else step.grads, {o.id for o in self.outputs}
-        for tid, view in self.scene.tensors.items():
+        for tid, view in scene.tensors.items():
             graph.node(ids[tid], **self._tensor_node(view, grads.get(tid), tid in outputs, missing=step is None))
         ran = {rec.out for rec in (self.records[len(self.records) - k:] if step else self.records)}
-        for i, op in enumerate(self.scene.ops, 1):
+        for i, op in enumerate(scene.ops, 1):
             running = step is not None and step.record is not None and op.out == step.record.out
             graph.node(f"op{i}", **self._op_node(op, running, op.out in ran))
             for tid, sent in zip(op.inputs, step.arrived if running else (None,) * len(op.inputs)):
@@ -325,7 +328,7 @@ class BackwardPlayer:
                     "color": RUNNING, "penwidth": "2.5", "dir": "back", "fontsize": "11", "label": f" +{_value(sent)}"}
                 graph.edge(ids[tid], f"op{i}", **edge)
             graph.edge(f"op{i}", ids[op.out], color=self.colours.colour(op.tape), penwidth="1.5")
-        graph.node("legend", self._legend(), shape="plaintext", fontsize="11")
+        graph.node("legend", self._legend(scene), shape="plaintext", fontsize="11")
         graph.body.append("{rank=sink; legend}")  # below the DAG, so it does not widen it
         return graph
 
@@ -352,16 +355,18 @@ class BackwardPlayer:
             node.update(label=f"▶ {op.name}", color=RUNNING, penwidth="3.5", fontname=f"{FONT}-Bold")
         elif ran:
             node.update(label=f"✓ {op.name}", fillcolor="white")
+            if op.tape is None:  # and let go: grey and dashed, as in every picture
+                node.update(style="rounded,filled,dashed", fillcolor=lighten(CONSUMED, 0.5))
         return node
 
-    def _legend(self) -> str:
+    def _legend(self, scene: Scene) -> str:
         """An HTML-like table: one colour per tape, and the marks the player uses, in the words of
         every picture (`tapekit.viz.dag`)."""
-        tapes = self.scene.tapes
+        tapes = scene.tapes
         rows = [_row(self.colours.colour(b), tape_text(tapes[b])) for b in self.colours.sorted(tapes)]
         rows += [_row(lighten(CONSUMED, 0.5), text) for text in
-                 dict.fromkeys(fate_text(op, self.scene) for op in self.scene.ops if op.tape is None)]
-        rows += [_row("white", text) for text in marks(self.scene)]
+                 dict.fromkeys(fate_text(op, scene) for op in scene.ops if op.tape is None)]
+        rows += [_row("white", text) for text in marks(scene)]
         rows += [_row("white", "▶ running now, sending gradients (thick arrows) to its operands"),
                  _row("white", "✓ already run;  g = the gradient so far (— none yet)")]
         if self.hidden:
