@@ -38,7 +38,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from .backward import chain_rule
-from .errors import SecondOrderError
+from .errors import BackwardError, SecondOrderError
 from .gradients import Gradients
 from .namespace import TensorNamespace
 from .ops.core import emit, unbroadcast
@@ -81,12 +81,18 @@ def _start(out: Tensor, seed: Any, given: Any, scratch: UnionTape) -> Tensor:
     """The gradient the recorded backward starts from at ``out``: the seed as given where it is a
     tensor of the output's dtype on no tape (its tangent inside ``tk.jvp`` flows on) or on the
     output's own tape (a gradient then reaches it), as in PyTorch; else the seed's array, a
-    constant (a seed traced on another tape included: its records would be split from it)."""
+    constant. A seed traced on another tape is refused: its records would be split from it, and a
+    gradient through it silently zero."""
     if isinstance(given, Tensor) and given.dtype == out.dtype:
         if given.tape is None:
             return given._handle(scratch)
         if out.tape is not None and given.tape._store() is out.tape._store():
             return given
+    if isinstance(given, Tensor) and given.tape is not None:
+        raise BackwardError(
+            f"the seed for {out.label} (in tk.vjp, the cotangent given to vjp_fn) is traced on another tape than "
+            f"{out.label}'s, so the recorded backward cannot differentiate through it: a gradient through it would "
+            f"be zero. Trace both on one tk.UnionTape(), or pass seed.detach() to start from its values as a constant.")
     return Tensor(seed, out.device)._handle(scratch)
 
 

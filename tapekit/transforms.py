@@ -65,7 +65,9 @@ def vjp(f: Callable[..., Tensor], *primals: Tensor) -> tuple[Tensor, Callable[[A
     nested = nested or _reaches_outside(out, own)
 
     def vjp_fn(cotangent: Any) -> tuple:
-        return tuple(_pulled_back(out, cotangent, args, nested, retain=True))
+        """``uᵀ J``: recorded where ``u`` is traced, so that a gradient reaches ``u`` too."""
+        traced = isinstance(cotangent, Tensor) and cotangent.tape is not None
+        return tuple(_pulled_back(out, cotangent, args, nested or traced, retain=True))
 
     return (out if nested else out.split_tape()[0]), vjp_fn
 

@@ -167,3 +167,21 @@ def test_a_seed_that_depends_on_the_input_is_differentiated_through():
     xt, ut = x.trace(tape), u.trace(tape)
     g = xt.tanh().backward(seed=ut, create_graph=True)[x]
     np.testing.assert_allclose(g.sum().backward()[u], 1 - t ** 2)
+
+
+def test_a_seed_traced_on_another_tape_is_refused_not_made_a_silent_constant():
+    """Its records would be split from the recorded backward, so a gradient through it would be zero:
+    backward(seed=s, create_graph=True) and tk.vjp's vjp_fn given a traced cotangent say so, and
+    change no tape; the seed's values as a constant (s.detach()) still work."""
+    dev = tk.Cpu(default_dtype="float64")
+    x, u = dev.tensor([0.5, -1.0]).trace(tk.UnionTape()), dev.tensor([1.0, 2.0]).trace(tk.UnionTape())
+    y = x.tanh()
+    before = len(y.tape)
+    with pytest.raises(tk.BackwardError, match="traced on another tape"):
+        y.backward(seed=u, create_graph=True)
+    assert len(y.tape) == before
+    np.testing.assert_allclose(y.backward(seed=u.detach(), create_graph=True)[x].numpy(),
+                               [1.0, 2.0] * (1 - np.tanh([0.5, -1.0]) ** 2))
+    _, pull = tk.vjp(lambda t: t.tanh() * 2.0, dev.tensor([0.5, -1.0]))
+    with pytest.raises(tk.BackwardError, match="cotangent given to vjp_fn"):
+        tk.grad(lambda c: pull(c)[0].sum())(dev.tensor([1.0, 1.0]))
