@@ -17,7 +17,9 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 
 from .devices import dtype_name, is_floating
-from .errors import BackwardError, DeviceMismatchError, DTypeError, InvalidArgumentError, ShapeError, TapekitError
+from .errors import (BackwardError, DeviceMismatchError, DTypeError, InvalidArgumentError, SecondOrderError,
+                     ShapeError, TapekitError)
+from .ids import _births
 from .tensor import Tensor
 
 __all__ = ["jvp", "jacfwd"]
@@ -46,12 +48,15 @@ def jvp(f: Callable[..., Any], primals: Any, tangents: Any) -> tuple[Any, Any]:
     tangents on only where its rules run as ops, recorded (forward over reverse:
     ``create_graph=True``, or ``tk.grad``, which records it inside ``jvp`` by itself); a plain
     backward of an output that carries a tangent is refused, since its rules compute on arrays and
-    its gradients would come back without their tangents."""
+    its gradients would come back without their tangents. So is an ``f`` that uses a tensor traced
+    outside it (``SecondOrderError``): its tangents could not depend on that tensor, and a gradient
+    through them would be zero (reverse over forward); reverse mode differentiates through it."""
     single = isinstance(primals, Tensor)
     inputs, tangents = _primals(primals, tangents)
+    first = next(_births)  # tapes born from now on are f's own
     with _carrying({t.id: d for t, d in zip(inputs, tangents)}) as table:
         outputs = f(inputs[0]) if single else f(*inputs)
-    return outputs, _output_tangents(outputs, table)
+    return outputs, _output_tangents(outputs, table, first=first)
 
 
 def jacfwd(f: Callable[[Tensor], Tensor], x: Tensor) -> Tensor:
@@ -63,13 +68,13 @@ def jacfwd(f: Callable[[Tensor], Tensor], x: Tensor) -> Tensor:
     xp, n = x.device.xp, x.size
     index = xp.arange(n, **x.device._placement())
     point = _primal(0, x)
-    columns, out = [], None
+    columns, out, first = [], None, next(_births)
     with _carrying({}) as table:  # one table, cleared for each direction
         for i in range(max(n, 1)):
             table.clear()
             table[point.id] = xp.reshape(xp.astype(index == i, x.dtype), x.shape)  # no setitem: any namespace
             out = f(point)
-            columns.append(xp.reshape(_output_tangents(out, table, "jacfwd: f must return one tensor").data,
+            columns.append(xp.reshape(_output_tangents(out, table, "jacfwd: f must return one tensor", first).data,
                                       (out.size,)))
     jac = xp.stack(columns, axis=-1) if n else xp.zeros((out.size, 0), dtype=out.dtype, **x.device._placement())
     return Tensor(x.device.count(xp.reshape(jac, out.shape + x.shape)), x.device)
@@ -188,9 +193,10 @@ def _tangent(i: int, primal: Tensor, tangent: Any) -> Any:
     return data if data.dtype == primal.dtype else device.xp.astype(data, primal.dtype)
 
 
-def _output_tangents(outputs: Any, table: dict[int, Any], one: str = "") -> Any:
+def _output_tangents(outputs: Any, table: dict[int, Any], one: str = "", first: int | None = None) -> Any:
     """The tangent of each output, as tensors in the outputs' form (a tensor, tuple or list);
-    with ``one``, the message to refuse anything but one tensor with."""
+    with ``one``, the message to refuse anything but one tensor with; ``first``, the birth of the
+    first tape ``f`` could make (``_refuse_outside``)."""
     if one and not isinstance(outputs, Tensor):
         raise InvalidArgumentError(f"{one}, got a {type(outputs).__name__}")
     many = isinstance(outputs, (tuple, list))
@@ -201,8 +207,26 @@ def _output_tangents(outputs: Any, table: dict[int, Any], one: str = "") -> Any:
         if not is_floating(out.dtype):
             raise DTypeError(f"jvp: output {i} has dtype {dtype_name(out.dtype)}: indices (argmax), truth values "
                              f"(comparisons, any, all) have no tangent; return a floating tensor")
+        if first is not None:
+            _refuse_outside(out, first)
     tangents = [_tangent_of(out, table) for out in (outputs if many else [outputs])]
     return type(outputs)(tangents) if many else tangents[0]
+
+
+def _refuse_outside(out: Tensor, first: int) -> None:
+    """``SecondOrderError`` when ``out`` holds records of a tape made before the forward pass began
+    (born before ``first``): ``f`` used a tensor traced outside it, and a tangent, computed on
+    arrays, carries no dependence on that tensor, so a gradient through the tangent would be a
+    silent zero. A GlobalTape block's tape, which takes every op, is not refused."""
+    tape = out.tape
+    if tape is None or getattr(tape, "_spent", None) is not None or tape.policy == "global":
+        return
+    if min(tape._store()._parts()) < first:
+        raise SecondOrderError(
+            f"jvp: f used a tensor traced outside it (its records are on tape {tape.label}), and forward mode "
+            f"records no tangent, so the tangents would not depend on that tensor: a gradient through them would be "
+            f"zero. Differentiate through it in reverse mode (tk.grad, tk.vjp), or give f its values (.detach()) "
+            f"if only the tangent is wanted.")
 
 
 def _tangent_of(out: Tensor, table: dict[int, Any]) -> Tensor:

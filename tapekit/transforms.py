@@ -17,14 +17,15 @@ JAX and ``torch.func`` name the same things: ``jax.grad`` / ``torch.func.grad``,
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+import contextlib
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
 from . import forward
 from .backward import backward
 from .devices import dtype_name, is_floating
-from .errors import DTypeError, InvalidArgumentError, OperandError, ShapeError
+from .errors import DTypeError, InvalidArgumentError, OperandError, SecondOrderError, ShapeError
 from .forward import jacfwd, jvp
 from .ops import reshape, stack
 from .tapes import UnionTape
@@ -95,9 +96,8 @@ def hessian(f: Callable[[Tensor], Tensor], x: Tensor) -> Tensor:
     reverse mode over reverse mode."""
     if x.tape is None:
         reached: list[bool] = []
-        jac = jacobian(grad(_watched(f, reached)), x, mode="fwd")
-        if not any(reached):  # else f used a tensor traced outside: its dependence needs reverse mode
-            return jac
+        with _refused_if(reached):  # f used a tensor traced outside: its dependence needs reverse mode
+            return jacobian(grad(_watched(f, reached)), x, mode="fwd")
     return jacobian(grad(f), x, mode="rev")
 
 
@@ -108,9 +108,8 @@ def hvp(f: Callable[[Tensor], Tensor], x: Tensor, v: Tensor) -> Tensor:
     traced outside), the gradient of ``grad(f) · v``."""
     if x.tape is None:
         reached: list[bool] = []
-        product = jvp(grad(_watched(f, reached)), (x,), (v,))[1]
-        if not any(reached):  # else f used a tensor traced outside: its dependence needs reverse mode
-            return product
+        with _refused_if(reached):  # f used a tensor traced outside: its dependence needs reverse mode
+            return jvp(grad(_watched(f, reached)), (x,), (v,))[1]
     return grad(lambda y: (grad(f)(y) * v).sum())(x)
 
 
@@ -163,9 +162,20 @@ def _tapes_of(inputs: Sequence[Tensor]) -> set[int]:
     return {b for t in inputs if t.tape is not None for b in t.tape._store()._parts()}
 
 
+@contextlib.contextmanager
+def _refused_if(reached: list[bool]) -> Iterator[None]:
+    """Swallow forward mode's refusal (``SecondOrderError``) where ``f`` was seen to reach a tape
+    from outside (``_watched``), so that the caller goes on in reverse mode; re-raise any other."""
+    try:
+        yield
+    except SecondOrderError:
+        if not any(reached):
+            raise
+
+
 def _watched(f: Callable[[Tensor], Tensor], reached: list[bool]) -> Callable[[Tensor], Tensor]:
     """``f``, noting in ``reached`` whether each value it returns holds records of a tape its input
-    did not carry (``_reaches_outside``): forward mode cannot pass that dependence on."""
+    did not carry (``_reaches_outside``): forward mode refuses to pass that dependence on."""
     def watched(y: Tensor) -> Tensor:
         own = _tapes_of([y])
         out = f(y)

@@ -112,6 +112,23 @@ def test_a_transform_over_x_inside_one_over_w_keeps_the_dependence_on_w(dev):
     np.testing.assert_allclose(host(loss.backward()[w]), 2 * host(w) + 2 * host(w) * s * (s - 2 * host(w) * t * s * x0))
 
 
+def test_jvp_of_a_function_of_a_tensor_traced_outside_is_refused_not_a_silent_zero(dev):
+    """Tangents are computed on arrays and carry no dependence on a tensor traced outside f, so
+    tk.grad over w of tk.jvp's tangent of x -> sum((x w)^3) would be 0 (it is 9 x^2 w^2 v): refused,
+    as is jacfwd; with w's values (detach) the tangent itself is given."""
+    x0, v0 = dev.tensor([0.7, -0.4], dtype="float64"), dev.tensor([1.0, 0.0], dtype="float64")
+
+    def tangent(w):
+        return tk.jvp(lambda x: ((x * w) ** 3).sum(), (x0,), (v0,))[1]
+
+    with pytest.raises(tk.SecondOrderError, match="traced outside it"):
+        tk.grad(tangent)(dev.tensor(1.3, dtype="float64"))
+    w = dev.tensor(1.3, dtype="float64").trace(tk.UnionTape())
+    with pytest.raises(tk.SecondOrderError, match="traced outside it"):
+        tk.jacobian(lambda x: (x * w) ** 3, x0, mode="fwd")
+    assert np.isclose(host(tangent(w.detach())), 3 * 0.7 ** 2 * 1.3 ** 3)
+
+
 def test_x_transpose_a_x_has_hessian_a_plus_a_transpose(dev):
     a = dev.tensor(A, dtype="float64")
     h = tk.hessian(lambda x: x @ (a @ x), dev.tensor(X, dtype="float64"))
