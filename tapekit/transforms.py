@@ -25,10 +25,11 @@ import numpy as np
 from . import forward
 from .backward import backward
 from .devices import dtype_name, is_floating
-from .errors import DTypeError, InvalidArgumentError, OperandError, SecondOrderError, ShapeError
+from .errors import DTypeError, InvalidArgumentError, OperandError, SecondOrderError, ShapeError, TapePolicyError
 from .forward import jacfwd, jvp
 from .ops import reshape, stack
 from .tapes import UnionTape
+from .tapes.global_ import _active
 from .tensor import Tensor
 
 __all__ = ["grad", "vjp", "jacobian", "hessian", "hvp"]
@@ -125,6 +126,12 @@ def _argnums(argnums: Any, n: int, what: str) -> tuple[int, ...]:
 def _traced(args: Sequence[Any], picked: Sequence[int], what: str) -> tuple[list[Any], bool]:
     """The arguments with those differentiated traced (on one fresh UnionTape, unless one carries a
     tape already), and whether this transform runs inside another (one did, or inside ``tk.jvp``)."""
+    if _active.get() and what != "jacobian":  # forward mode records nothing: it works in the block
+        raise TapePolicyError(
+            f"tk.{what} runs inside a `with tk.GlobalTape()` block, whose tape takes every op, so the transform "
+            f"cannot trace its inputs on a tape of its own. Call tk.{what} outside the block (tk.jvp and "
+            f"tk.jacobian(f, x, mode='fwd') work inside it), or differentiate with the block's own backward "
+            f"(loss.backward()).")
     args = list(args)
     for i in picked:
         t = args[i]

@@ -261,3 +261,19 @@ def test_compiled_newton_and_hvp_steps_equal_eager_bitwise(dev):
             for g, w in zip(*((got, want) if isinstance(got, tuple) else ((got,), (want,)))):
                 np.testing.assert_array_equal(host(g), host(w))
         assert len(step.history) == 1 and step.history[0].calls == 2
+
+
+@pytest.mark.parametrize("transform", ["grad", "vjp", "hvp", "hessian"])
+def test_a_reverse_transform_inside_a_global_tape_block_says_where_to_call_it(transform):
+    dev = tk.Cpu(default_dtype="float64")
+
+    def f(t):
+        return (t * t).sum()
+
+    calls = {"grad": lambda x: tk.grad(f)(x), "vjp": lambda x: tk.vjp(f, x), "hvp": lambda x: tk.hvp(f, x, x),
+             "hessian": lambda x: tk.hessian(f, x)}
+    with tk.GlobalTape():
+        x = dev.tensor([1.0, 2.0])
+        with pytest.raises(tk.TapePolicyError, match="outside the block"):
+            calls[transform](x)
+        np.testing.assert_allclose(host(tk.jacobian(lambda t: t * t, x, mode="fwd")), np.diag([2.0, 4.0]))
