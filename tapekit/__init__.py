@@ -8,7 +8,8 @@ from .devices import Cpu, Cuda, Device
 from .errors import (AxisError, BackwardError, DeviceMismatchError, DeviceUnavailableError, DTypeError,
                      GradientCheckError, IncompleteTapeWarning, IndexingError, InvalidArgumentError,
                      MissingGradientError, ModelFileError, NonFiniteError, OperandError, SecondOrderError, ShapeError,
-                     TapeConsumedError, TapeError, TapekitError, TapeMovedError, TapePolicyError, UnusedParamsError)
+                     TapeConsumedError, TapeError, TapekitError, TapeMovedError, TapePolicyError, TracedOutsideError,
+                     UnusedParamsError)
 from .forward import jacfwd, jvp
 from .gradients import Gradients
 from .inspect import explain, tapes
@@ -42,7 +43,8 @@ __all__ = [
     "Tape", "NoneTape", "OwnedTape", "ArcTape", "UnionTape", "GlobalTape",
     "TapekitError", "ShapeError", "AxisError", "IndexingError", "DeviceMismatchError", "DeviceUnavailableError",
     "DTypeError", "InvalidArgumentError", "OperandError", "TapeError", "TapeMovedError", "TapeConsumedError",
-    "TapePolicyError", "BackwardError", "SecondOrderError", "NonFiniteError", "MissingGradientError",
+    "TapePolicyError", "BackwardError", "SecondOrderError", "TracedOutsideError", "NonFiniteError",
+    "MissingGradientError",
     "UnusedParamsError", "ModelFileError", "GradientCheckError", "IncompleteTapeWarning",
     "FrozenTensorWarning", "RecompileWarning",
 ] + _losses.__all__ + _ops.__all__

@@ -24,7 +24,7 @@ from .gradients import Gradients, united_leaves, updatable
 from .history import Coverage, coverage, store_at
 from .ops.core import unbroadcast
 from .ids import Later, label, labels_later
-from .tapes.base import Record, Tape, _by_id
+from .tapes.base import KEEP_RECORDS, Record, Tape, _by_id, consumed_error
 from .tapes.merge import check_one_policy, merge_tapes
 from .tensor import Tensor
 
@@ -355,14 +355,15 @@ def _let_go_error(out: Tensor, tape: Tape, by: Later) -> TapeConsumedError:
     """The error of a backward on ``out``, whose records the backward ``by`` let go, in the words
     of the pictures (`tapekit.ids`): it drained a shared tape, which records again, and names it
     when ``out`` holds that tape; it consumed an OwnedTape."""
+    if tape.moves:
+        return consumed_error(f"{out.label}'s OwnedTape", by)
     store = tape._store()
     if store._drained is by:
         what = (f"tape {store.label} was drained by {by}, which let go of {out.label}'s records "
                 f"(tape {store.label} records again, but not them)")
     else:
-        what = f"{out.label}'s records were {'consumed' if tape.moves else 'drained'} by {by}"
-    return TapeConsumedError(f"{what}. Call backward(retain=True) to keep the records for another backward, "
-                             f"or run tk.backward([...]) over all outputs at once.")
+        what = f"{out.label}'s records were drained by {by}"
+    return TapeConsumedError(f"{what}. {KEEP_RECORDS}")
 
 
 def _seeds(outputs: list[Any], seeds: Sequence[Any] | None) -> list[Any]:

@@ -31,8 +31,6 @@ raises, or an interrupt, leaves every tape, record and gradient as it was.
 
 from __future__ import annotations
 
-import itertools
-
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -50,14 +48,14 @@ from .tensor import Tensor
 
 
 def recorded_backward(outputs: Sequence[Tensor], seeds: Sequence[Any], tapes: Sequence[Tape],
-                      records: list[Record], entries: dict[int, Any], given: Sequence[Any] = ()) -> Gradients:
+                      records: list[Record], entries: dict[int, Any], given: Sequence[Any]) -> Gradients:
     """The gradients of ``outputs`` as traced tensors, the backward recorded (see the module's
     docstring): ``chain_rule``, the loop of the first-order backward, with ``Traced`` keeping the
     gradients. ``entries`` are the gradient entries the tapes held before; ``given``, the seeds as
     the caller gave them (``_start``)."""
     scratch = UnionTape()
     found = Traced(records, entries, outputs[0].device, scratch)
-    for out, seed, as_given in itertools.zip_longest(outputs, seeds, given):
+    for out, seed, as_given in zip(outputs, seeds, given):
         found.add(out.id, _start(out, seed, as_given, scratch), seed.shape)
     outside = _active.set(())  # the records go to the scratch tape, not to an enclosing GlobalTape block
     try:

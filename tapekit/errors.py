@@ -74,6 +74,12 @@ class SecondOrderError(TapekitError, TypeError):
     transform that has no such derivative (a non-scalar ``f`` for ``tk.grad``, an integer input)."""
 
 
+class TracedOutsideError(SecondOrderError):
+    """Forward mode (``tk.jvp``, ``jacfwd``) met a function that uses a tensor traced outside it: its
+    tangents, computed on arrays, could not depend on that tensor, so a gradient through them would
+    be zero. ``tk.hvp`` and ``tk.hessian`` take it as their cue for reverse mode over reverse mode."""
+
+
 class NonFiniteError(TapekitError, FloatingPointError):
     """Inside ``tk.detect_anomaly()``: an op or a backward rule made a NaN or an infinity. The
     message names the line that made the op, the record and its operands' ranges."""

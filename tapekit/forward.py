@@ -17,8 +17,8 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 
 from .devices import dtype_name, is_floating
-from .errors import (BackwardError, DeviceMismatchError, DTypeError, InvalidArgumentError, SecondOrderError,
-                     ShapeError, TapekitError)
+from .errors import (BackwardError, DeviceMismatchError, DTypeError, InvalidArgumentError, ShapeError, TapekitError,
+                     TracedOutsideError)
 from .ids import _births
 from .tensor import Tensor
 
@@ -49,14 +49,14 @@ def jvp(f: Callable[..., Any], primals: Any, tangents: Any) -> tuple[Any, Any]:
     ``create_graph=True``, or ``tk.grad``, which records it inside ``jvp`` by itself); a plain
     backward of an output that carries a tangent is refused, since its rules compute on arrays and
     its gradients would come back without their tangents. So is an ``f`` that uses a tensor traced
-    outside it (``SecondOrderError``): its tangents could not depend on that tensor, and a gradient
+    outside it (``TracedOutsideError``): its tangents could not depend on that tensor, and a gradient
     through them would be zero (reverse over forward); reverse mode differentiates through it."""
     single = isinstance(primals, Tensor)
     inputs, tangents = _primals(primals, tangents)
     first = next(_births)  # tapes born from now on are f's own
     with _carrying({t.id: d for t, d in zip(inputs, tangents)}) as table:
         outputs = f(inputs[0]) if single else f(*inputs)
-    return outputs, _output_tangents(outputs, table, first=first)
+    return outputs, _output_tangents(outputs, table, first)
 
 
 def jacfwd(f: Callable[[Tensor], Tensor], x: Tensor) -> Tensor:
@@ -74,7 +74,7 @@ def jacfwd(f: Callable[[Tensor], Tensor], x: Tensor) -> Tensor:
             table.clear()
             table[point.id] = xp.reshape(xp.astype(index == i, x.dtype), x.shape)  # no setitem: any namespace
             out = f(point)
-            columns.append(xp.reshape(_output_tangents(out, table, "jacfwd: f must return one tensor", first).data,
+            columns.append(xp.reshape(_output_tangents(out, table, first, "jacfwd: f must return one tensor").data,
                                       (out.size,)))
     jac = xp.stack(columns, axis=-1) if n else xp.zeros((out.size, 0), dtype=out.dtype, **x.device._placement())
     return Tensor(x.device.count(xp.reshape(jac, out.shape + x.shape)), x.device)
@@ -193,10 +193,10 @@ def _tangent(i: int, primal: Tensor, tangent: Any) -> Any:
     return data if data.dtype == primal.dtype else device.xp.astype(data, primal.dtype)
 
 
-def _output_tangents(outputs: Any, table: dict[int, Any], one: str = "", first: int | None = None) -> Any:
+def _output_tangents(outputs: Any, table: dict[int, Any], first: int, one: str = "") -> Any:
     """The tangent of each output, as tensors in the outputs' form (a tensor, tuple or list);
-    with ``one``, the message to refuse anything but one tensor with; ``first``, the birth of the
-    first tape ``f`` could make (``_refuse_outside``)."""
+    ``first``, the birth of the first tape ``f`` could make (``_refuse_outside``); with ``one``,
+    the message to refuse anything but one tensor with."""
     if one and not isinstance(outputs, Tensor):
         raise InvalidArgumentError(f"{one}, got a {type(outputs).__name__}")
     many = isinstance(outputs, (tuple, list))
@@ -207,23 +207,26 @@ def _output_tangents(outputs: Any, table: dict[int, Any], one: str = "", first: 
         if not is_floating(out.dtype):
             raise DTypeError(f"jvp: output {i} has dtype {dtype_name(out.dtype)}: indices (argmax), truth values "
                              f"(comparisons, any, all) have no tangent; return a floating tensor")
-        if first is not None:
-            _refuse_outside(out, first)
+        _refuse_outside(out, first)
     tangents = [_tangent_of(out, table) for out in (outputs if many else [outputs])]
     return type(outputs)(tangents) if many else tangents[0]
 
 
+def holds_older_tape(out: Any, first: int) -> bool:
+    """Whether ``out`` is a tensor holding records of a tape born before ``first``: the function
+    that made it used a tensor traced before it began."""
+    tape = out.tape if isinstance(out, Tensor) else None
+    return tape is not None and getattr(tape, "_spent", None) is None and min(tape._store()._parts()) < first
+
+
 def _refuse_outside(out: Tensor, first: int) -> None:
-    """``SecondOrderError`` when ``out`` holds records of a tape made before the forward pass began
-    (born before ``first``): ``f`` used a tensor traced outside it, and a tangent, computed on
-    arrays, carries no dependence on that tensor, so a gradient through the tangent would be a
+    """``TracedOutsideError`` when ``out`` holds records of a tape made before the forward pass
+    began (born before ``first``): ``f`` used a tensor traced outside it, and a tangent, computed
+    on arrays, carries no dependence on that tensor, so a gradient through the tangent would be a
     silent zero. A GlobalTape block's tape, which takes every op, is not refused."""
-    tape = out.tape
-    if tape is None or getattr(tape, "_spent", None) is not None or tape.policy == "global":
-        return
-    if min(tape._store()._parts()) < first:
-        raise SecondOrderError(
-            f"jvp: f used a tensor traced outside it (its records are on tape {tape.label}), and forward mode "
+    if holds_older_tape(out, first) and out.tape.policy != "global":
+        raise TracedOutsideError(
+            f"jvp: f used a tensor traced outside it (its records are on tape {out.tape.label}), and forward mode "
             f"records no tangent, so the tangents would not depend on that tensor: a gradient through them would be "
             f"zero. Differentiate through it in reverse mode (tk.grad, tk.vjp), or give f its values (.detach()) "
             f"if only the tangent is wanted.")

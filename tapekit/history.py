@@ -115,7 +115,7 @@ def coverage(outputs: Sequence[Any], stores: Iterable[Tape]) -> Coverage:
 
 def _let_go_by(rec: Record) -> tuple[int, ...]:
     """The outputs of the backward that let ``rec`` go, which its place names (none: it is not let go)."""
-    return getattr(rec.consumed_by, "tids", ())
+    return rec.consumed_by.tids if rec.consumed_by else ()
 
 
 def _why(tid: int, rec: Record) -> str:

@@ -17,16 +17,16 @@ JAX and ``torch.func`` name the same things: ``jax.grad`` / ``torch.func.grad``,
 
 from __future__ import annotations
 
-import contextlib
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from . import forward
 from .backward import backward
 from .devices import dtype_name, is_floating
-from .errors import DTypeError, InvalidArgumentError, OperandError, SecondOrderError, ShapeError, TapePolicyError
-from .forward import jacfwd, jvp
+from .errors import DTypeError, InvalidArgumentError, OperandError, ShapeError, TapePolicyError, TracedOutsideError
+from .forward import holds_older_tape, jacfwd, jvp
+from .ids import _births
 from .ops import reshape, stack
 from .tapes import UnionTape
 from .tapes.global_ import _active
@@ -41,10 +41,7 @@ def grad(f: Callable[..., Tensor], argnums: int | Sequence[int] = 0) -> Callable
     ``tk.grad(tk.grad(f))`` is the second derivative of a function of one number."""
     def grad_f(*args: Any) -> Any:
         picked = _argnums(argnums, len(args), "grad")
-        args, nested = _traced(args, picked, "grad")
-        own = _tapes_of([args[i] for i in picked])
-        out = f(*args)
-        nested = nested or _reaches_outside(out, own)
+        args, out, nested = _applied(f, args, picked, "grad")
         if not isinstance(out, Tensor) or out.size != 1:
             shape = out.shape if isinstance(out, Tensor) else type(out).__name__
             raise ShapeError(f"tk.grad needs f to return one value, but it returned {shape}. For the gradient of "
@@ -59,12 +56,9 @@ def grad(f: Callable[..., Tensor], argnums: int | Sequence[int] = 0) -> Callable
 def vjp(f: Callable[..., Tensor], *primals: Tensor) -> tuple[Tensor, Callable[[Any], tuple]]:
     """``f(*primals)`` and its vector-Jacobian product: ``vjp_fn(u)`` is the tuple of ``uᵀ J``, one
     tensor per primal (``u`` of the output's shape). ``vjp_fn`` can be called many times."""
-    args, nested = _traced(primals, range(len(primals)), "vjp")
-    own = _tapes_of(args)
-    out = f(*args)
+    args, out, nested = _applied(f, primals, range(len(primals)), "vjp")
     if not isinstance(out, Tensor):
         raise OperandError(f"tk.vjp needs f to return a tensor, got {type(out).__name__}")
-    nested = nested or _reaches_outside(out, own)
 
     def vjp_fn(cotangent: Any) -> tuple:
         """``uᵀ J``: recorded where ``u`` is traced, so that a gradient reaches ``u`` too."""
@@ -83,7 +77,7 @@ def jacobian(f: Callable[[Tensor], Tensor], x: Tensor, mode: str = "rev") -> Ten
         rows = [pull(_unit(out, i))[0] for i in range(out.size)]
         return _assembled(rows, out.shape + x.shape, x)
     if mode == "fwd":
-        _traced((x,), (0,), "jacobian")
+        _checked((x,), (0,), "jacobian")
         return jacfwd(f, x)
     raise InvalidArgumentError(f"jacobian: mode must be 'rev' (a backward per output value) or 'fwd' (a forward "
                                f"pass per input value), got {mode!r}")
@@ -96,9 +90,10 @@ def hessian(f: Callable[[Tensor], Tensor], x: Tensor) -> Tensor:
     uses a tensor traced outside), where forward mode cannot pass a tangent back, row by row:
     reverse mode over reverse mode."""
     if x.tape is None:
-        reached: list[bool] = []
-        with _refused_if(reached):  # f used a tensor traced outside: its dependence needs reverse mode
-            return jacobian(grad(_watched(f, reached)), x, mode="fwd")
+        try:
+            return jacobian(grad(f), x, mode="fwd")
+        except TracedOutsideError:  # f used a tensor traced outside: its dependence needs reverse mode
+            pass
     return jacobian(grad(f), x, mode="rev")
 
 
@@ -108,9 +103,10 @@ def hvp(f: Callable[[Tensor], Tensor], x: Tensor, v: Tensor) -> Tensor:
     mode over reverse mode). Inside another transform (``x`` carries a tape, or ``f`` uses a tensor
     traced outside), the gradient of ``grad(f) · v``."""
     if x.tape is None:
-        reached: list[bool] = []
-        with _refused_if(reached):  # f used a tensor traced outside: its dependence needs reverse mode
-            return jvp(grad(_watched(f, reached)), (x,), (v,))[1]
+        try:
+            return jvp(grad(f), (x,), (v,))[1]
+        except TracedOutsideError:  # f used a tensor traced outside: its dependence needs reverse mode
+            pass
     return grad(lambda y: (grad(f)(y) * v).sum())(x)
 
 
@@ -123,16 +119,34 @@ def _argnums(argnums: Any, n: int, what: str) -> tuple[int, ...]:
     return tuple(i % n for i in picked)
 
 
+def _applied(f: Callable[..., Any], args: Sequence[Any], picked: Sequence[int], what: str) -> tuple[list, Any, bool]:
+    """``f`` on the arguments, those differentiated traced (``_traced``); its value; and whether the
+    backward is to be recorded: inside another transform or ``tk.jvp``, or where ``f`` used a tensor
+    traced outside it (a parameter traced by hand), on which its result then depends."""
+    first = next(_births)  # tapes born from now on are this transform's and f's own
+    args, nested = _traced(args, picked, what)
+    out = f(*args)
+    return args, out, nested or holds_older_tape(out, first)
+
+
 def _traced(args: Sequence[Any], picked: Sequence[int], what: str) -> tuple[list[Any], bool]:
-    """The arguments with those differentiated traced (on one fresh UnionTape, unless one carries a
-    tape already), and whether this transform runs inside another (one did, or inside ``tk.jvp``)."""
-    if _active.get() and what != "jacobian":  # forward mode records nothing: it works in the block
+    """The arguments with those differentiated given to ``f`` as its own (``_own_inputs``), and
+    whether this transform runs inside another (one carries a tape, or inside ``tk.jvp``)."""
+    if _active.get():
         raise TapePolicyError(
             f"tk.{what} runs inside a `with tk.GlobalTape()` block, whose tape takes every op, so the transform "
             f"cannot trace its inputs on a tape of its own. Call tk.{what} outside the block (tk.jvp and "
             f"tk.jacobian(f, x, mode='fwd') work inside it), or differentiate with the block's own backward "
             f"(loss.backward()).")
+    _checked(args, picked, what)
     args = list(args)
+    traced = any(args[i].tape is not None for i in picked)
+    _own_inputs(args, picked)
+    return args, traced or forward._tangents.get() is not None  # inside tk.jvp, the backward is recorded too
+
+
+def _checked(args: Sequence[Any], picked: Sequence[int], what: str) -> None:
+    """``OperandError`` or ``DTypeError`` unless each differentiated argument is a float tensor."""
     for i in picked:
         t = args[i]
         if not isinstance(t, Tensor):
@@ -141,9 +155,6 @@ def _traced(args: Sequence[Any], picked: Sequence[int], what: str) -> tuple[list
         if not is_floating(t.dtype):
             raise DTypeError(f"tk.{what}: argument {i} has dtype {dtype_name(t.dtype)}, which has no derivative; "
                              f"pass a float tensor, e.g. dev.tensor(values, dtype='float64')")
-    traced = any(args[i].tape is not None for i in picked)
-    _own_inputs(args, picked)
-    return args, traced or forward._tangents.get() is not None  # inside tk.jvp, the backward is recorded too
 
 
 def _own_inputs(args: list[Any], picked: Sequence[int]) -> None:
@@ -162,42 +173,6 @@ def _own_inputs(args: list[Any], picked: Sequence[int]) -> None:
             tape = tape or UnionTape()
             args[i] = (t.detach() if t.id in seen else t).trace(tape)
         seen.add(t.id)
-
-
-def _tapes_of(inputs: Sequence[Tensor]) -> set[int]:
-    """The births of the tapes the inputs carry before ``f`` runs (``_reaches_outside``)."""
-    return {b for t in inputs if t.tape is not None for b in t.tape._store()._parts()}
-
-
-@contextlib.contextmanager
-def _refused_if(reached: list[bool]) -> Iterator[None]:
-    """Swallow forward mode's refusal (``SecondOrderError``) where ``f`` was seen to reach a tape
-    from outside (``_watched``), so that the caller goes on in reverse mode; re-raise any other."""
-    try:
-        yield
-    except SecondOrderError:
-        if not any(reached):
-            raise
-
-
-def _watched(f: Callable[[Tensor], Tensor], reached: list[bool]) -> Callable[[Tensor], Tensor]:
-    """``f``, noting in ``reached`` whether each value it returns holds records of a tape its input
-    did not carry (``_reaches_outside``): forward mode refuses to pass that dependence on."""
-    def watched(y: Tensor) -> Tensor:
-        own = _tapes_of([y])
-        out = f(y)
-        reached.append(_reaches_outside(out, own))
-        return out
-
-    return watched
-
-
-def _reaches_outside(out: Any, own: set[int]) -> bool:
-    """Whether ``out`` holds records of a tape other than the inputs' own (``own``): ``f`` used a
-    tensor traced outside this transform (an outer transform's input, a parameter traced by hand),
-    so the result must carry its dependence on that tensor: the backward is recorded, as inside
-    another transform."""
-    return isinstance(out, Tensor) and out.tape is not None and not set(out.tape._store()._parts()) <= own
 
 
 def _pulled_back(out: Tensor, seed: Any, wrt: Sequence[Tensor], nested: bool, retain: bool = False) -> list[Tensor]:

@@ -179,7 +179,7 @@ class Recorder:
         ``a += b``) or a namespace function of one or two operands (``xp.tanh(a)``). Where the
         operands are tracers and numbers, the step is noted without ``call``'s templating of any
         argument; anything else goes to ``call``. Most steps are these (W4's chain: all 10 of every
-        3 ops), and this path takes its first call from 243,000 instructions an op to 229,000
+        3 ops), and this path takes its first call from 243,000 instructions an op to 228,000
         (callgrind), from 35 us an op to 30 (at 30,000 ops)."""
         one = b is _ONE
         ta, tb = type(a), type(b)
@@ -201,10 +201,7 @@ class Recorder:
         step = Step(kind, head, args, _NO_KWARGS, None, False, kind == "iop", self.group, slots)
         if type(res) is not np.ndarray or res is ra or res is rb:  # in place, or not a new array: as call does
             return self._result(step, res, traced)
-        out = self.slot(res, "step")
-        step.out = out.slot
-        self.steps.append(step)
-        return out
+        return self._noted(step, res)
 
     def _result(self, step: Step, res: Any, traced: list) -> Any:
         """What a call returns while recording (a tracer for an array), its step noted with the slot it writes."""
@@ -224,9 +221,7 @@ class Recorder:
                 if isinstance(res, np.generic):  # numpy made a scalar: keep 0-d arrays, as emit does
                     res, step.asarray = np.asarray(res), True
             elif isinstance(res, (tuple, list)) and res and all(is_array(r) for r in res):
-                whole = self.slot(res, "step")
-                step.out = whole.slot
-                self.steps.append(step)
+                whole = self._noted(step, res)
                 items = [self.call("getitem", "", operator.getitem, (whole, i), {}) for i in range(len(res))]
                 return type(res)(*items) if hasattr(res, "_fields") else type(res)(items)  # a named tuple: slogdet's
             elif traced and isinstance(res, (str, bytes)):  # text made of the values (x.tobytes(), a printout)
@@ -234,6 +229,10 @@ class Recorder:
                                  lambda a: res)
             elif not (traced and isinstance(res, numbers.Number)):
                 return res  # a dtype, a shape, a flag: static
+        return self._noted(step, res)
+
+    def _noted(self, step: Step, res: Any) -> Tracer:
+        """Note ``step``, which made the array ``res``: a new slot, and its tracer."""
         out = self.slot(res, "step")
         step.out = out.slot
         self.steps.append(step)

@@ -264,8 +264,8 @@ def _big(rec: Recorder) -> set[int]:
 
 
 def _bytes(value: Any) -> int:
-    if type(value) is np.ndarray:  # the common case, spared is_array's tests
-        return value.nbytes
+    """The bytes of a value that is not an ndarray (``_big`` reads an ndarray's itself): a CuPy or
+    array-API array's, 0 for anything else."""
     return getattr(value, "size", 0) * getattr(value.dtype, "itemsize", 8) if is_array(value) else 0
 
 

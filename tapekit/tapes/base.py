@@ -58,7 +58,7 @@ class Record:
         self.first_parent = first_parent
         self.other_parents = other_parents
         self.home: weakref.ref | None = None
-        self.consumed_by: str | None = None
+        self.consumed_by: Later | None = None  # the backward that let it go, named when read
         self.links = links
 
     @property
@@ -415,6 +415,8 @@ def consumed_error(who: str, by: str) -> TapeConsumedError:
     """The error of using ``who`` (``this OwnedTape``, ``loss's OwnedTape``) once the backward ``by``
     consumed it. (A backward only drains a shared tape, which records again: ``backward._let_go_error``
     says so in those words.)"""
-    return TapeConsumedError(Later(lambda: (
-        f"the records of {who} were consumed by {by}. Call backward(retain=True) to keep the records for "
-        f"another backward, or run tk.backward([...]) over all outputs at once.")))
+    return TapeConsumedError(Later(lambda: f"the records of {who} were consumed by {by}. {KEEP_RECORDS}"))
+
+
+KEEP_RECORDS = ("Call backward(retain=True) to keep the records for another backward, or run tk.backward([...]) "
+                "over all outputs at once.")

@@ -129,11 +129,14 @@ def tensor_style(view: TensorView, colours: TapeLooks, fill: float = 0.6) -> dic
     return style
 
 
+LET_GO = {"style": "rounded,filled,dashed", "fillcolor": lighten(CONSUMED, 0.5), "color": CONSUMED}  # no tape holds it
+
+
 def _op_style(op: OpView, colour: str) -> dict[str, str]:
     style = {"shape": "box", "style": "rounded,filled", "fillcolor": colour, "color": colour, "fontsize": "10",
              "height": "0.25", "margin": "0.06,0.03", "fontcolor": text_on(colour)}
     if op.tape is None:
-        style.update(style="rounded,filled,dashed", fillcolor=lighten(CONSUMED, 0.5), color=CONSUMED)
+        style.update(LET_GO)
     return style
 
 

@@ -125,24 +125,24 @@ def _snapshot(tensors: Sequence[Any], scene: Scene, label: str) -> Snapshot:
                              info.grad_entries, info.nbytes, info.state)
                    for info in live_tapes(*tensors))
     return Snapshot(label, tuple(sorted(shares, key=lambda t: t.look.order)),
-                    tuple(_output_share(t, scene.name(t.id)) for t in tensors))
+                    tuple(_output_share(t, scene) for t in tensors))
 
 
-def _output_share(tensor: Any, name: str) -> OutputShare:
-    """Where ``tensor``'s history lives now, and what a backward on it alone would see."""
+def _output_share(tensor: Any, scene: Scene) -> OutputShare:
+    """Where ``tensor``'s history lives now, and what a backward on it alone would see (the
+    records dropped with their tape counted as ``scene`` tells each record's fate)."""
     store = live_store(tensor)
     cov = coverage([tensor], set() if store is None else {store})
     records = cov.records
     split: dict[int | None, int] = {}
-    dropped = 0
     for rec in records:
         home = home_of(rec)
         key = None if home is None else home._born
         split[key] = split.get(key, 0) + 1
-        dropped += home is None and not rec.consumed_by  # no backward let it go: its tape is gone
     made = {rec.out for rec in records}
+    dropped = sum(op.out in made and op.fate == "dropped" for op in scene.ops)
     leaves = {tid for rec in records for tid in rec.inputs if tid is not None and tid not in made}
-    return OutputShare(name, None if store is None else store._born, split, len(leaves),
+    return OutputShare(scene.name(tensor.id), None if store is None else store._born, split, len(leaves),
                        len(leaves - cov.missed.keys() - cov.incomplete), dropped)
 
 

@@ -26,7 +26,7 @@ from ..history import coverage, history, live_store, plural
 from ..ops.core import unbroadcast
 from ..tapes.base import Record, Tape
 from ..tensor import Tensor
-from ..viz.dag import fate_text, marks, node_ids, tape_text, tensor_style
+from ..viz.dag import LET_GO, fate_text, marks, node_ids, tape_text, tensor_style
 from ..viz.palette import CONSUMED, MISSING, lighten
 from ..viz.picture import Picture
 from ..viz.scene import OpView, Scene, TensorView, capture
@@ -356,7 +356,7 @@ class BackwardPlayer:
         elif ran:
             node.update(label=f"✓ {op.name}", fillcolor="white")
             if op.tape is None:  # and let go: grey and dashed, as in every picture
-                node.update(style="rounded,filled,dashed", fillcolor=lighten(CONSUMED, 0.5))
+                node.update(LET_GO)
         return node
 
     def _legend(self, scene: Scene) -> str:
