@@ -69,7 +69,7 @@ class Tensor:
 
     @property
     def label(self) -> str:
-        """The name, or ``#id`` when unnamed."""
+        """What every printout, message and picture calls this tensor: its name, else its label (``t7``)."""
         return label(self.id)
 
     @property
@@ -88,7 +88,7 @@ class Tensor:
     def __repr__(self) -> str:
         values = np.array2string(self.numpy(), precision=4, separator=", ", threshold=20)
         tape = "no tape" if self._tape is None else repr(self.tape).strip("<>")
-        name = f", name={self.name!r}" if self.name else ""
+        name = f", name={self.name!r}" if self.name else f", label={self.label!r}"  # what every printout calls it
         return f"Tensor({values}, shape={self.shape}, dtype={dtype_name(self.dtype)}{name}, {tape})"
 
     # -- tapes -------------------------------------------------------------------------------

@@ -153,3 +153,14 @@ def test_the_players_last_step_draws_the_records_a_backward_let_go_as_the_explor
     assert "dashed" in dict(styles(player.dot))["add"]
     assert [s for s in styles(player.dot)] == [s for s in styles(explorer.dot) if s[0] in dict(styles(player.dot))]
     assert tapes(player.dot)[:2] == tapes(explorer.dot)[:2]
+
+
+def test_an_unnamed_tensors_repr_shows_the_label_every_printout_calls_it():
+    dev = tk.Cpu()
+    x = dev.tensor([1.0, 2.0]).trace(tk.UnionTape())
+    y = (x * 3).tanh()
+    grads = y.sum().backward()
+    shown = repr(grads)  # labels the tensors it shows: x, the product, y and the sum
+    for t in (x, y):
+        assert f"label={t.label!r}" in repr(t) and f"{t.label}: " in shown
+    assert "label=" not in repr(dev.tensor([1.0], name="w"))  # a named tensor shows its name= only
