@@ -141,7 +141,7 @@ def _traced(args: Sequence[Any], picked: Sequence[int], what: str) -> tuple[list
     _checked(args, picked, what)
     args = list(args)
     traced = any(args[i].tape is not None for i in picked)
-    _own_inputs(args, picked)
+    _own_inputs(args, picked, what)
     return args, traced or forward._tangents.get() is not None  # inside tk.jvp, the backward is recorded too
 
 
@@ -157,7 +157,7 @@ def _checked(args: Sequence[Any], picked: Sequence[int], what: str) -> None:
                              f"pass a float tensor, e.g. dev.tensor(values, dtype='float64')")
 
 
-def _own_inputs(args: list[Any], picked: Sequence[int]) -> None:
+def _own_inputs(args: list[Any], picked: Sequence[int], what: str) -> None:
     """Give each differentiated argument to ``f`` as a tensor of its own, as JAX gives each nested
     transform its own inputs, so that the gradient, keyed by id, is of ``f`` with respect to that
     argument alone: one carrying a tape (inside another transform) through an identity op on it (a
@@ -170,9 +170,16 @@ def _own_inputs(args: list[Any], picked: Sequence[int]) -> None:
         if t.tape is not None:
             args[i] = reshape(t, t.shape)
         else:
-            tape = tape or UnionTape()
+            tape = tape or _own_tape(what)
             args[i] = (t.detach() if t.id in seen else t).trace(tape)
         seen.add(t.id)
+
+
+def _own_tape(what: str) -> UnionTape:
+    """The UnionTape a transform traces its arguments on, which says whose it is in a policy error."""
+    tape = UnionTape()
+    tape._transform = f"tk.{what}"
+    return tape
 
 
 def _pulled_back(out: Tensor, seed: Any, wrt: Sequence[Tensor], nested: bool, retain: bool = False) -> list[Tensor]:

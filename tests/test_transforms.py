@@ -277,3 +277,25 @@ def test_a_reverse_transform_inside_a_global_tape_block_says_where_to_call_it(tr
         with pytest.raises(tk.TapePolicyError, match="outside the block"):
             calls[transform](x)
         np.testing.assert_allclose(host(tk.jacobian(lambda t: t * t, x, mode="fwd")), np.diag([2.0, 4.0]))
+
+
+@pytest.mark.parametrize("policy", [tk.OwnedTape, tk.ArcTape])
+@pytest.mark.parametrize("transform", ["grad", "vjp", "hvp", "hessian"])
+def test_a_transform_of_f_using_a_tensor_traced_on_another_policy_names_the_transform_and_the_fix(transform, policy):
+    """A transform traces its arguments on a UnionTape of its own: the error when f meets a tensor
+    traced outside on another policy says so, not only 'one call cannot mix tape policies'."""
+    dev = tk.Cpu(default_dtype="float64")
+    w = dev.tensor([1.0, 2.0], name="w").trace(policy())
+    before = repr(w.tape)
+
+    def f(t):
+        return (t * w).sum()
+
+    calls = {"grad": lambda x: tk.grad(f)(x), "vjp": lambda x: tk.vjp(f, x), "hvp": lambda x: tk.hvp(f, x, x),
+             "hessian": lambda x: tk.hessian(f, x)}
+    with pytest.raises(tk.TapePolicyError) as err:
+        calls[transform](dev.tensor([0.5, -1.0]))
+    said = str(err.value)
+    assert f"tk.{'grad' if transform in ('hvp', 'hessian') else transform}" in said and "UnionTape of its own" in said
+    assert "w carries " + policy.__name__ in said and "tk.UnionTape()" in said and "w.detach()" in said
+    assert repr(w.tape) == before  # the refused op changed no tape

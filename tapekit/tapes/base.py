@@ -101,7 +101,7 @@ class Tape:
     moves = False  # True when an op takes its operands' tapes away from them (OwnedTape)
     allows_partial = False  # True: a backward that cannot see all its history warns instead of raising
     __slots__ = ("_records", "_foreign", "_grads", "_took", "_into", "_drained", "_ref", "_spent", "_born",
-                 "__weakref__")
+                 "_transform", "__weakref__")
 
     def __init__(self, grads: Gradients | None = None, leaves: Iterable[Any] | None = None) -> None:
         if grads is None:
@@ -117,6 +117,7 @@ class Tape:
         self._ref = weakref.ref(self)
         self._spent: Exception | None = None  # set once this object can no longer record
         self._born = next(_births)
+        self._transform: str | None = None  # the transform (tk.grad, tk.vjp) that made this tape for its arguments
 
     # -- the interface the ops and backward use ----------------------------------------------
     def _live(self) -> "Tape":

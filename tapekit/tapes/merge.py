@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from ..errors import TapePolicyError
-from ..ids import label
+from ..ids import label, label_all, letter_all
 from .base import Tape, raise_spent
 from .global_ import GlobalTape, _active, active_global
 
@@ -79,9 +79,24 @@ def check_one_policy(holders: Sequence[Any], tapes: Sequence[Tape], what: str) -
     """``TapePolicyError`` unless every tape (carried by the tensor beside it) has one policy."""
     for t, tape in zip(holders[1:], tapes[1:]):
         if type(tape) is not type(tapes[0]):
+            mine, theirs = ((holders[0], tapes[0]), (t, tape)) if tapes[0]._transform else ((t, tape), (holders[0], tapes[0]))
+            if mine[1]._transform:
+                raise TapePolicyError(_mixed_with_a_transform(what, *mine, *theirs))
             raise TapePolicyError(
                 f"{what}: {label(holders[0].id)} carries {_a(type(tapes[0]).__name__)} and {label(t.id)} "
                 f"{_a(type(tape).__name__)}; one call cannot mix tape policies. Trace both with the same policy.")
+
+
+def _mixed_with_a_transform(what: str, arg: Any, own: Tape, other: Any, tape: Tape) -> str:
+    """The policy error of an op inside ``tk.grad`` (``tk.vjp``) whose function met a tensor traced outside."""
+    transform = own._transform
+    label_all([arg.id, other.id])
+    letter_all([*own._named(), *tape._named()])  # named in the order they were made, as everywhere
+    name = label(other.id)
+    return (f"{what}: {label(arg.id)} is an argument of {transform}, which traces it on a UnionTape of its own (tape "
+            f"{own.label}), and {name} carries {type(tape).__name__} {tape.label}, traced outside {transform}: one op "
+            f"cannot mix tape policies. To differentiate through {transform} with respect to {name} too, trace "
+            f"{name} with tk.UnionTape(); if the function only needs its values, use {name}.detach() in it.")
 
 
 def _a(noun: str) -> str:
