@@ -189,10 +189,11 @@ class Gradients:
             raise MissingGradientError(self.why_missing(key))
         return tid not in self._partial
 
-    def why_missing(self, key: Any) -> str:
+    def why_missing(self, key: Any, *, recorded: bool | None = None) -> str:
         """The reason a tensor (or tensor id) ``key`` has no entry, in words, with what to do. Given
         the tensor, it tells one that was never traced from a traced one the outputs do not depend
-        on; given only an id, it names both."""
+        on; given only an id, it names both, unless ``recorded`` says whether a recorded op made or
+        read that tensor (as for every tensor a picture or widget shows)."""
         tid = tensor_id(key)
         name = label(tid)
         if tid in self._why:
@@ -201,7 +202,9 @@ class Gradients:
             return (f"{name} has no gradient: it is not in the leaf set of this backward, so its entry was "
                     f"dropped at the end. Add it to leaves=[...], or trace without a leaf set to keep all.")
         tape = self._ran() if self._ran is not None else None
-        return f"{name} has no gradient: {_unreached(key, name, tape)}."
+        if recorded is None and not isinstance(key, int):
+            recorded = key._tape is not None or key._record is not None
+        return f"{name} has no gradient: {_unreached(recorded, name, tape)}."
 
     def __repr__(self) -> str:
         shown = _ends(list(self._arrays.items()))
@@ -216,18 +219,18 @@ class Gradients:
 SUMMARY_ENDS = 3  # as numpy summarises a long array: this many items at each end, "..." between
 
 
-def _unreached(key: Any, name: str, tape: Any) -> str:
-    """Why a backward that ran ``tape`` (``None``: not known) reached no op using ``key``: no output
-    depends on it (a traced tensor), or it is not traced (an untraced one); both, each with what to
-    do, when ``key`` is only an id."""
+def _unreached(recorded: bool | None, name: str, tape: Any) -> str:
+    """Why a backward that ran ``tape`` (``None``: not known) reached no op using the tensor ``name``:
+    no output depends on it (a tensor in the recorded graph), or it is not traced; both, each with
+    what to do, when which is not known (``recorded`` is ``None``)."""
     where = f" ({type(tape).__name__} {tape.label})" if tape is not None else ""
     unused = f"no output of this backward depends on {name}, so its gradient would be zero"
     run = f"run backward on an output computed from {name}"
     how = "(x.trace()) or an input it meets, and check tk.explain(output)"
     reached = f"no op recorded on the tape this backward ran{where} took it as an operand"
-    if isinstance(key, int):
+    if recorded is None:
         return f"{reached}. If {name} is traced, {unused}: {run}. If not, trace it {how}"
-    if key._tape is not None or key._record is not None:
+    if recorded:
         return f"{unused}. For its gradient, {run}"
     return f"it is not traced, and {reached}. Trace it {how}"
 

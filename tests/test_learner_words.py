@@ -164,3 +164,21 @@ def test_an_unnamed_tensors_repr_shows_the_label_every_printout_calls_it():
     for t in (x, y):
         assert f"label={t.label!r}" in repr(t) and f"{t.label}: " in shown
     assert "label=" not in repr(dev.tensor([1.0], name="w"))  # a named tensor shows its name= only
+
+
+def _p4(tape):
+    x = DEV.tensor([1., 2.]).trace(tape())
+    y = DEV.tensor([4., 5.]).trace(tape())
+    zz = y * 2.0  # noqa: F841
+    z = x + y  # noqa: F841
+
+
+def test_the_players_missing_gradient_is_the_traced_case_as_gradients_says_it():
+    """Every tensor a widget shows is made or read by a recorded op: its missing gradient is one no
+    output depends on (as ``Gradients`` says given the tensor), never 'if not, trace it'."""
+    from tapekit.widgets import BackwardPlayer
+    player = BackwardPlayer(_p4, policy="arc")
+    player.step.value = player.step.max
+    missing = [line for line in player._result_listing() if "✗" in line]
+    assert missing and all("no output of this backward depends on zz" in line and "trace it" not in line.lower()
+                           for line in missing), missing

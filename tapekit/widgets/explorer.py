@@ -123,7 +123,7 @@ class TapeExplorer(ReplayWidget):
 def _gradient_line(grads: Gradients, tid: int, tensor: str, output: str) -> str:
     """``✓ x`` (a whole gradient), ``½ x: ...`` (only part of it) or ``✗`` and why there is none."""
     if tid not in grads:
-        return f"  ✗ {grads.why_missing(tid)}"
+        return f"  ✗ {grads.why_missing(tid, recorded=True)}"
     if grads.is_complete(tid):
         return f"  ✓ {tensor}"
     return f"  ½ {tensor}: incomplete, not all of its ways to {output} ran"

@@ -297,7 +297,7 @@ class BackwardPlayer:
         if self.result is not None:
             for tid, view in self.scene.tensors.items():
                 if tid not in self.result:
-                    lines.append(f"  ✗ {self.result.why_missing(tid)}")
+                    lines.append(f"  ✗ {self.result.why_missing(tid, recorded=True)}")
                 elif self.result.is_complete(tid):
                     lines.append(f"  ✓ {view.name} = {_value(self.returned[tid])}")
                 else:
