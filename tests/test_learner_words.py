@@ -45,6 +45,25 @@ def test_partition_legend_says_a_record_was_let_go_by_a_backward():
     assert not any("dropped" in w for w in words), words
 
 
+def test_partition_plot_draws_records_no_tape_holds_grey_and_dashed_as_the_dag_does():
+    """Not hatched: the hatch is for history on another tape the output does not hold."""
+    from matplotlib.colors import to_hex
+    from tapekit.viz.palette import GONE_FILL
+    x = DEV.tensor([1.0, 2.0], name="x").trace(tk.ArcTape())
+    y = x * 2.0
+    y2 = y.retaped()
+    (y * 1.0).sum().backward()  # lets go of y's record
+    fig = tk.viz.plot_partition(tk.viz.snapshot(y2 * 3.0))
+    grey = [p for ax in fig.axes for p in ax.patches if to_hex(p.get_facecolor()) == GONE_FILL.lower()]
+    swatch = [h for h in fig.legends[0].get_patches() if "let go" in h.get_label()]
+    assert grey and swatch, "a bar and a legend swatch for the let-go record"
+    for patch in grey + swatch:
+        assert patch.get_hatch() in (None, ""), patch
+    assert all(p.get_linestyle() in ("--", "dashed") for p in grey)
+    assert all(p._unscaled_dash_pattern[1] for p in swatch)  # a legend's copy keeps the dashes, not the style's name
+    assert not any("does not hold" in w for w in legend(fig)), "no hatched share, so no hatch in the legend"
+
+
 # -- 2: a spent handle names the tape it stood for -------------------------------------------
 def test_moved_and_consumed_handles_name_their_tape():
     x = DEV.tensor([1.0, 2.0], name="x").trace()

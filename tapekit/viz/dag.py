@@ -17,7 +17,7 @@ import textwrap
 from typing import Any, Iterable, Mapping
 
 from ..history import plural
-from .palette import CONSUMED, INK, MISSING, TapeLooks, lighten, text_on
+from .palette import CONSUMED, GONE_FILL, INK, MISSING, TapeLooks, lighten, text_on
 from .picture import Picture
 from .scene import OpView, Scene, TensorView, capture, tensors_given
 
@@ -129,7 +129,7 @@ def tensor_style(view: TensorView, colours: TapeLooks, fill: float = 0.6) -> dic
     return style
 
 
-LET_GO = {"style": "rounded,filled,dashed", "fillcolor": lighten(CONSUMED, 0.5), "color": CONSUMED}  # no tape holds it
+LET_GO = {"style": "rounded,filled,dashed", "fillcolor": GONE_FILL, "color": CONSUMED}  # no tape holds it
 
 
 def _op_style(op: OpView, colour: str) -> dict[str, str]:
@@ -167,7 +167,7 @@ def _legend(scene: Scene, colours: TapeLooks) -> str:
     for birth in colours.sorted(scene.tapes):
         rows.append(_row(_swatch(colours.colour(birth)), _text(tape_text(scene.tapes[birth]))))
     for text in dict.fromkeys(fate_text(op, scene) for op in scene.ops if op.tape is None):
-        rows.append(_row(_swatch(lighten(CONSUMED, 0.5)), _text(text)))
+        rows.append(_row(_swatch(GONE_FILL), _text(text)))
     rows += [_row(_swatch("white"), _text(text)) for text in marks(scene)]
     if any(v.grad is not None for v in scene.tensors.values()):
         rows.append(_row(_swatch("white", "✓"), _text("grad ✓: has a gradient")))

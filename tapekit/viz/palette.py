@@ -13,7 +13,7 @@ CONSUMED = "#999999"  # a record a backward let go (its tape drained or consumed
 MISSING = "#D00000"  # a gradient a backward did not produce
 INK = "#333333"  # outlines and text of the legend's swatches
 
-__all__ = ["TAPE_COLOURS", "CONSUMED", "MISSING", "INK", "TapeLook", "TapeLooks", "look_of", "rgb", "lighten",
+__all__ = ["TAPE_COLOURS", "CONSUMED", "GONE_FILL", "MISSING", "INK", "TapeLook", "TapeLooks", "look_of", "rgb", "lighten",
            "text_on"]
 
 
@@ -60,6 +60,9 @@ def rgb(colour: str) -> tuple[int, int, int]:
 def lighten(colour: str, amount: float = 0.6) -> str:
     """``colour`` mixed with white (``amount`` of white), for fills under black text."""
     return "#" + "".join(f"{round(c + (255 - c) * amount):02X}" for c in rgb(colour))
+
+
+GONE_FILL = lighten(CONSUMED, 0.5)  # the fill of records no tape holds, outlined CONSUMED and dashed in every picture
 
 
 def text_on(colour: str) -> str:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 from ..errors import InvalidArgumentError
 from ..history import coverage, home_of, live_store, plural
 from ..inspect import tapes as live_tapes
-from .palette import CONSUMED, TapeLook, TapeLooks, look_of
+from .palette import CONSUMED, GONE_FILL, TapeLook, TapeLooks, look_of
 from .scene import Scene, capture, tensors_given
 
 if TYPE_CHECKING:
@@ -198,11 +198,19 @@ def _legend_handles(snapshots: Sequence[Snapshot]) -> list:
                                                                                    key=lambda k: k.order)]
     gone = _gone_text([o for s in snapshots for o in s.outputs])
     if gone:
-        handles.append(Patch(color=CONSUMED, label=gone))
-    if any(set(o.split) - {o.carries} for s in snapshots for o in s.outputs):
+        handles.append(Patch(facecolor=GONE_FILL, edgecolor=CONSUMED, linestyle="--", label=gone))
+    if any(set(o.split) - {o.carries, None} for s in snapshots for o in s.outputs):  # None: no tape, dashed
         handles.append(Patch(facecolor="white", edgecolor="#555555", hatch="//",
                              label="history on a tape the output does not hold"))
     return handles
+
+
+def _share_style(birth: int | None, carries: int | None, colours: TapeLooks) -> dict[str, Any]:
+    """An output's share of its history on one tape: in that tape's colour, hatched where the output
+    does not hold the tape; grey and dashed where no tape holds it any more, as the DAG draws it."""
+    if birth is None:
+        return {"facecolor": GONE_FILL, "edgecolor": CONSUMED, "linestyle": "--", "linewidth": 1.2}
+    return {"color": colours.colour(birth), "hatch": "" if birth == carries else "//", "edgecolor": "white"}
 
 
 def _gone_text(outputs: Sequence[OutputShare]) -> str:
@@ -227,8 +235,7 @@ def _panel(ax: Any, snap: Snapshot) -> None:
     for out in snap.outputs:
         left = 0
         for birth, count in sorted(out.split.items(), key=lambda kv: colours.order(kv[0])):
-            ax.barh(y, count, left=left, color=colours.colour(birth), height=0.6,
-                    hatch="" if birth == out.carries else "//", edgecolor="white")
+            ax.barh(y, count, left=left, height=0.6, **_share_style(birth, out.carries, colours))
             left += count
         labels.append(_output_label(out, colours))
         y += 1
