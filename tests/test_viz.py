@@ -3,6 +3,7 @@ no Graphviz program is found, and the partition snapshots and plot."""
 
 from __future__ import annotations
 
+import html
 import re
 
 import matplotlib
@@ -439,3 +440,16 @@ def test_import_tapekit_does_not_import_the_picture_libraries():
     code = "import sys, tapekit; print(sorted(m for m in ('graphviz', 'matplotlib', 'ipywidgets') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_a_leaf_whose_first_reader_was_let_go_is_outlined_grey_and_the_legend_says_so():
+    """Not in an unexplained dark grey: in the grey of the let-go record that read it."""
+    x = tk.Cpu().tensor([1., 2.], name="x").trace(tk.OwnedTape())
+    loss = (x * 3.0).sum()
+    loss.name = "loss"
+    loss.backward()
+    src = viz.dag(loss).source
+    assert f'color="{CONSUMED}"' in node_of(src, "x")
+    assert "grey: that op's record is gone" in html.unescape(re.sub(r"<BR/>", " ", nodes(src)["legend"]))
+    y = tk.Cpu().tensor([1., 2.], name="y").trace(tk.OwnedTape())
+    assert "record is gone" not in viz.dag((y * 3.0).sum()).source  # said only where a leaf is drawn so

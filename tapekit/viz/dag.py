@@ -110,13 +110,13 @@ def _tensor_label(view: TensorView) -> str:
 
 def tensor_style(view: TensorView, colours: TapeLooks, fill: float = 0.6) -> dict[str, str]:
     """How every picture draws a tensor: a leaf white, outlined in the colour of the tape of the
-    first op that reads it (no op yet: the tape it carries); a tensor an op made filled in its
-    tape's colour and, when it is drawn as an output, bold with a thick outline in the colour of
-    the tape it carries; a missing gradient red."""
+    first op that reads it (grey once that op's record is gone; no op yet: the tape it carries); a
+    tensor an op made filled in its tape's colour and, when it is drawn as an output, bold with a
+    thick outline in the colour of the tape it carries; a missing gradient red."""
     if view.leaf:
-        tape = view.outline if view.outline is not None or view.carries is None else view.carries
+        tape = view.outline if view.outline is not None or view.reader_gone else view.carries
         return {"shape": "record", "style": "filled", "fillcolor": "white", "penwidth": "1.5",
-                "color": colours.colour(tape) if view.outline is not None or view.carries is not None else INK,
+                "color": colours.colour(tape) if tape is not None or view.reader_gone else INK,
                 **({"fontcolor": MISSING} if view.grad is False else {})}
     colour = colours.colour(view.made_on)
     style = {"shape": "record", "style": "filled", "fillcolor": lighten(colour, fill), "color": colour}
@@ -181,8 +181,9 @@ def marks(scene: Scene) -> list[str]:
     views = scene.tensors.values()
     words = []
     if any(v.leaf for v in views):
+        gone = "; grey: that op's record is gone" if any(v.leaf and v.reader_gone for v in views) else ""
         words.append("white: a leaf (no op made it), outlined in the colour of the tape of the first op "
-                     "reading it (none yet: the tape it carries)")
+                     f"reading it (none yet: the tape it carries{gone})")
     if any(not v.leaf for v in views):
         words.append("filled: made by an op, in its tape's colour")
     if any(v.output and not v.leaf for v in views):

@@ -39,7 +39,8 @@ class TensorView:
     """One tensor in the picture. ``made_on``: birth of the tape holding the op that made it;
     ``carries``: birth of the live tape it carries, for a tensor the picture was given (an output);
     ``outline``: for a leaf, birth of the tape holding the first op that reads it (``None``: none,
-    or no tape any more); ``grad``: whether the given gradients hold it (``None``: none given)."""
+    or no tape any more: ``reader_gone``); ``grad``: whether the given gradients hold it (``None``:
+    none given)."""
 
     name: str
     shape: tuple[int, ...]
@@ -49,6 +50,7 @@ class TensorView:
     carries: int | None
     grad: bool | None
     outline: int | None = None
+    reader_gone: bool = False  # a leaf whose first reader's record no tape holds any more
 
 
 @dataclass(frozen=True)
@@ -112,7 +114,7 @@ def capture(tensors: Sequence[Tensor], grads: Any = None, names: Mapping[str, An
         op = made.get(tid)
         views[tid] = TensorView(label(tid), shapes[tid], op is None, tid in outputs, None if op is None else op.tape,
                                 None if store is None else store._born, None if grads is None else tid in grads,
-                                outline.get(tid))
+                                outline.get(tid), tid in outline and outline[tid] is None)
     tapes = {b: TapeView(b, type(s).__name__, len(s), look_of(s), s._state()) for b, s in sorted(stores.items())}
     return Scene(tuple(made.values()), views, tapes)
 
