@@ -194,12 +194,13 @@ def _by_letter(birth: int) -> tuple:
 
 
 def tape_list(births: Sequence[int]) -> str:
-    """``B``, ``B and C``, ``B, C, D and 4 other tapes``: the tapes born ``births``, in words."""
-    shown = sorted(set(births))
-    rest = shown[NAMED_PARTS:] if len(shown) > NAMED_PARTS + 1 else []
-    shown = shown[:len(shown) - len(rest)]
-    letter_all(shown)
-    words = [letters(letter_number(b)) for b in shown] + ([f"{len(rest)} other tapes"] if rest else [])
+    """``B``, ``B and C``, ``B, C, D and 4 other tapes``: the tapes born ``births``, in words, the
+    ones named picked as a union of them picks its name's (``_shown``), in the order of their letters."""
+    parts = sorted(set(births))
+    shown = _shown(parts)
+    words = [letters(n) for n in sorted(map(letter_number, shown))]
+    if len(shown) < len(parts):
+        words.append(f"{len(parts) - len(shown)} other tapes")
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
 
 

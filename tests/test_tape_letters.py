@@ -210,6 +210,22 @@ def test_a_union_that_grows_keeps_its_first_letter_and_colour():
     assert names[-1].endswith("∪… 6 tapes")
 
 
+@pytest.mark.parametrize("policy", [tk.ArcTape, tk.OwnedTape])
+def test_an_absorbing_tape_lists_the_tapes_it_absorbed_as_a_union_of_them_is_named(policy):
+    """'absorbed B, C, D and 2 other tapes' names the tapes a union of the same ones names: those
+    with the first letters (a tape made last, lettered first, is not left among 'other tapes')."""
+    dev = tk.Cpu()
+    xs = [dev.tensor([1., 2.], name=f"x{i}").trace(policy()) for i in range(6)]
+    last = xs[5].tape.label  # made last, lettered first
+    z = xs[0] * 1.0
+    for x in xs[1:]:
+        z = z + x
+    found = re.search(r"absorbed ([A-Z, ]+) and 2 other tapes", repr(z.tape))
+    assert found, repr(z.tape)
+    listed = found.group(1).split(", ")
+    assert last in listed and listed == sorted(listed, key=lambda name: (len(name), name)), listed
+
+
 def test_two_global_tapes_named_together_are_lettered_in_the_order_they_were_made():
     """The error for an op between two GlobalTapes shows both: the one made first gets the first
     letter (they were lettered in the order the message named them)."""
