@@ -31,6 +31,7 @@ on = False  # read by emit: True while any thread is inside jvp
 _depth = 0
 _lock = threading.Lock()
 _tangents: ContextVar[dict[int, Any] | None] = ContextVar("tapekit_tangents", default=None)
+_first: ContextVar[int] = ContextVar("tapekit_first_tape_of_the_pass", default=0)  # tapes born since are f's own
 
 
 def jvp(f: Callable[..., Any], primals: Any, tangents: Any) -> tuple[Any, Any]:
@@ -53,10 +54,9 @@ def jvp(f: Callable[..., Any], primals: Any, tangents: Any) -> tuple[Any, Any]:
     through them would be zero (reverse over forward); reverse mode differentiates through it."""
     single = isinstance(primals, Tensor)
     inputs, tangents = _primals(primals, tangents)
-    first = next(_births)  # tapes born from now on are f's own
     with _carrying({t.id: d for t, d in zip(inputs, tangents)}) as table:
         outputs = f(inputs[0]) if single else f(*inputs)
-    return outputs, _output_tangents(outputs, table, first)
+    return outputs, _output_tangents(outputs, table)
 
 
 def jacfwd(f: Callable[[Tensor], Tensor], x: Tensor) -> Tensor:
@@ -68,13 +68,13 @@ def jacfwd(f: Callable[[Tensor], Tensor], x: Tensor) -> Tensor:
     xp, n = x.device.xp, x.size
     index = xp.arange(n, **x.device._placement())
     point = _primal(0, x)
-    columns, out, first = [], None, next(_births)
+    columns, out = [], None
     with _carrying({}) as table:  # one table, cleared for each direction
         for i in range(max(n, 1)):
             table.clear()
             table[point.id] = xp.reshape(xp.astype(index == i, x.dtype), x.shape)  # no setitem: any namespace
             out = f(point)
-            columns.append(xp.reshape(_output_tangents(out, table, first, "jacfwd: f must return one tensor").data,
+            columns.append(xp.reshape(_output_tangents(out, table, "jacfwd: f must return one tensor").data,
                                       (out.size,)))
     jac = xp.stack(columns, axis=-1) if n else xp.zeros((out.size, 0), dtype=out.dtype, **x.device._placement())
     return Tensor(x.device.count(xp.reshape(jac, out.shape + x.shape)), x.device)
@@ -131,7 +131,7 @@ def _carrying(table: dict[int, Any]) -> Iterator[dict[int, Any]]:
         raise InvalidArgumentError("tk.jvp inside tk.jvp (forward over forward) is not supported: the inner pass's "
                                    "tangents are plain arrays that the outer pass cannot see. For a second "
                                    "derivative, take tk.jvp of a gradient (forward over reverse).")
-    token = _tangents.set(table)
+    token, born = _tangents.set(table), _first.set(next(_births))
     with _lock:
         _depth += 1
         on = True
@@ -139,6 +139,7 @@ def _carrying(table: dict[int, Any]) -> Iterator[dict[int, Any]]:
         yield table
     finally:
         _tangents.reset(token)
+        _first.reset(born)
         with _lock:
             _depth -= 1
             on = _depth > 0
@@ -193,10 +194,9 @@ def _tangent(i: int, primal: Tensor, tangent: Any) -> Any:
     return data if data.dtype == primal.dtype else device.xp.astype(data, primal.dtype)
 
 
-def _output_tangents(outputs: Any, table: dict[int, Any], first: int, one: str = "") -> Any:
-    """The tangent of each output, as tensors in the outputs' form (a tensor, tuple or list);
-    ``first``, the birth of the first tape ``f`` could make (``_refuse_outside``); with ``one``,
-    the message to refuse anything but one tensor with."""
+def _output_tangents(outputs: Any, table: dict[int, Any], one: str = "") -> Any:
+    """The tangent of each output, as tensors in the outputs' form (a tensor, tuple or list); with
+    ``one``, the message to refuse anything but one tensor with."""
     if one and not isinstance(outputs, Tensor):
         raise InvalidArgumentError(f"{one}, got a {type(outputs).__name__}")
     many = isinstance(outputs, (tuple, list))
@@ -207,7 +207,6 @@ def _output_tangents(outputs: Any, table: dict[int, Any], first: int, one: str =
         if not is_floating(out.dtype):
             raise DTypeError(f"jvp: output {i} has dtype {dtype_name(out.dtype)}: indices (argmax), truth values "
                              f"(comparisons, any, all) have no tangent; return a floating tensor")
-        _refuse_outside(out, first)
     tangents = [_tangent_of(out, table) for out in (outputs if many else [outputs])]
     return type(outputs)(tangents) if many else tangents[0]
 
@@ -219,17 +218,21 @@ def holds_older_tape(out: Any, first: int) -> bool:
     return tape is not None and getattr(tape, "_spent", None) is None and min(tape._store()._parts()) < first
 
 
-def _refuse_outside(out: Tensor, first: int) -> None:
-    """``TracedOutsideError`` when ``out`` holds records of a tape made before the forward pass
-    began (born before ``first``): ``f`` used a tensor traced outside it, and a tangent, computed
-    on arrays, carries no dependence on that tensor, so a gradient through the tangent would be a
-    silent zero. A GlobalTape block's tape, which takes every op, is not refused."""
-    if holds_older_tape(out, first) and out.tape.policy != "global":
-        raise TracedOutsideError(
-            f"jvp: f used a tensor traced outside it (its records are on tape {out.tape.label}), and forward mode "
-            f"records no tangent, so the tangents would not depend on that tensor: a gradient through them would be "
-            f"zero. Differentiate through it in reverse mode (tk.grad, tk.vjp), or give f its values (.detach()) "
-            f"if only the tangent is wanted.")
+def refuse_traced_outside(name: str, inputs: Sequence[Any]) -> None:
+    """``TracedOutsideError`` when the op ``name``, about to record inside ``jvp``, has an operand
+    traced outside the forward pass (its tape born before the pass began): its tangents, computed on
+    arrays, carry no dependence on that tensor, so a gradient through them would be a silent zero.
+    Refused before the op records, so the outer tape is left as it was. A GlobalTape block's tape,
+    which takes every op, is not refused."""
+    first = _first.get()
+    for t in inputs:
+        tape = getattr(t, "_tape", None)
+        if tape is not None and tape.policy != "global" and min(tape._store()._parts()) < first:
+            raise TracedOutsideError(
+                f"jvp: f used {t.label} (in op {name}), traced outside it on tape {tape.label}, and forward mode "
+                f"records no tangent, so the tangents would not depend on {t.label}: a gradient through them would "
+                f"be zero. Differentiate through it in reverse mode (tk.grad, tk.vjp), or give f its values "
+                f"({t.label}.detach()) if only the tangent is wanted.")
 
 
 def _tangent_of(out: Tensor, table: dict[int, Any]) -> Tensor:

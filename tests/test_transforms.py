@@ -299,3 +299,16 @@ def test_a_transform_of_f_using_a_tensor_traced_on_another_policy_names_the_tran
     assert f"tk.{'grad' if transform in ('hvp', 'hessian') else transform}" in said and "UnionTape of its own" in said
     assert "w carries " + policy.__name__ in said and "tk.UnionTape()" in said and "w.detach()" in said
     assert repr(w.tape) == before  # the refused op changed no tape
+
+
+def test_a_refused_jvp_leaves_the_outer_tape_as_it_was(dev):
+    """jvp refuses f's first op on a tensor traced outside, before it records: no record of f's is
+    left on the outer tape (it was refused only once f returned, its records already there)."""
+    w = dev.tensor([1.3, 0.2], dtype="float64").trace(tk.UnionTape())
+    y = w * 2.0
+    before = len(y.tape)
+    with pytest.raises(tk.TracedOutsideError, match="traced outside it"):
+        tk.jvp(lambda x: ((x * y) ** 3).sum(), (dev.tensor([0.7, -0.4], dtype="float64"),),
+               (dev.tensor([1.0, 0.0], dtype="float64"),))
+    assert len(y.tape) == before
+    np.testing.assert_allclose(host(y.sum().backward()[w]), [2.0, 2.0])

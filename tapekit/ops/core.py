@@ -61,6 +61,8 @@ def emit(name: str, out: Any, inputs: Sequence[Any], rules: Sequence[Callable], 
     if not tapes:  # no operand carries a tape: inference records nothing
         result = Tensor(out, device)
         return forward.carry(result, name, inputs, rules, saved, jvp) if forward.on else result
+    if forward.on and forward._tangents.get() is not None:
+        forward.refuse_traced_outside(name, inputs)
     rid = next_id()
     result = Tensor(out, device)
     rec = result._record = _make_record(rid, name, inputs, rules, saved, result.id, out, made, links)
