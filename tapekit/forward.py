@@ -159,7 +159,7 @@ def _primals(primals: Any, tangents: Any) -> tuple[list[Tensor], list[Any]]:
         raise InvalidArgumentError(f"jvp: {len(primals)} primals but {len(tangents)} tangents; give one tangent per "
                                    f"primal, as a tuple (tk.jvp(f, (x, y), (dx, dy)))")
     inputs = [_primal(i, p) for i, p in enumerate(primals)]
-    return inputs, [_tangent(i, p, t) for i, (p, t) in enumerate(zip(inputs, tangents))]
+    return inputs, [tangent_of(p, t, f"jvp: tangent {i}") for i, (p, t) in enumerate(zip(inputs, tangents))]
 
 
 def _primal(i: int, primal: Any) -> Tensor:
@@ -176,12 +176,20 @@ def _primal(i: int, primal: Any) -> Tensor:
     return Tensor(primal.data, primal.device)
 
 
-def _tangent(i: int, primal: Tensor, tangent: Any) -> Any:
-    """Primal ``i``'s tangent, checked, as an array of the primal's shape, dtype and device."""
+def tangent_of(primal: Tensor, tangent: Any, what: str) -> Any:
+    """A tangent (``what``: how messages name it), checked, as an array of its primal's shape, dtype
+    and device. A traced tensor is refused: forward mode computes tangents on arrays, so a gradient
+    with respect to it would be a silent zero."""
     device = primal.device
     if isinstance(tangent, Tensor):
+        if tangent.tape is not None:
+            raise TracedOutsideError(
+                f"{what} carries a tape, but forward mode computes tangents on arrays, so a gradient with respect "
+                f"to it would be zero. J v is linear in v, and its gradient in v is a vector-Jacobian product: "
+                f"use reverse mode (tk.vjp(f, x)[1](u) gives uᵀ J), or pass {tangent.label}.detach() for the "
+                f"tangent alone.")
         if tangent.device is not device and tangent.device.place != device.place:
-            raise DeviceMismatchError(f"jvp: tangent {i} is on {tangent.device!r} but its primal is on {device!r}; "
+            raise DeviceMismatchError(f"{what} is on {tangent.device!r} but its primal is on {device!r}; "
                                       f"move it with .to(device)")
         data = tangent.data
     elif isinstance(tangent, type(primal.data)):  # an array of the primal's namespace already
@@ -189,7 +197,7 @@ def _tangent(i: int, primal: Tensor, tangent: Any) -> Any:
     else:
         data = device.from_numpy(np.asarray(tangent, dtype=np.float64))
     if tuple(data.shape) != primal.shape:
-        raise ShapeError(f"jvp: tangent {i} has shape {tuple(data.shape)} but its primal has {primal.shape}; a "
+        raise ShapeError(f"{what} has shape {tuple(data.shape)} but its primal has {primal.shape}; a "
                          f"tangent is a direction in the primal's space, of its shape")
     return data if data.dtype == primal.dtype else device.xp.astype(data, primal.dtype)
 

@@ -25,7 +25,7 @@ from . import forward
 from .backward import backward
 from .devices import dtype_name, is_floating
 from .errors import DTypeError, InvalidArgumentError, OperandError, ShapeError, TapePolicyError, TracedOutsideError
-from .forward import holds_older_tape, jacfwd, jvp
+from .forward import holds_older_tape, jacfwd, jvp, tangent_of
 from .ids import _births
 from .ops import reshape, stack
 from .tapes import UnionTape
@@ -102,12 +102,27 @@ def hvp(f: Callable[[Tensor], Tensor], x: Tensor, v: Tensor) -> Tensor:
     derivative of ``grad(f)`` along ``v``, one forward pass through the recorded backward (forward
     mode over reverse mode). Inside another transform (``x`` carries a tape, or ``f`` uses a tensor
     traced outside), the gradient of ``grad(f) · v``."""
-    if x.tape is None:
+    v = _direction(x, v)
+    if x.tape is None and v.tape is None:
         try:
             return jvp(grad(f), (x,), (v,))[1]
         except TracedOutsideError:  # f used a tensor traced outside: its dependence needs reverse mode
             pass
     return grad(lambda y: (grad(f)(y) * v).sum())(x)
+
+
+def _direction(x: Tensor, v: Any) -> Tensor:
+    """``hvp``'s ``v``, checked as a tangent is: of ``x``'s shape, cast to its dtype. A traced ``v``
+    (a gradient is wanted through it: reverse over reverse) is kept as it is, so its dtype must be x's."""
+    _checked((x,), (0,), "hvp")
+    if isinstance(v, Tensor) and v.tape is not None:
+        if v.shape != x.shape:
+            raise ShapeError(f"hvp: v has shape {v.shape} but x has {x.shape}; v is a direction in x's space, of its shape")
+        if v.dtype != x.dtype:
+            raise DTypeError(f"hvp: v is traced with dtype {dtype_name(v.dtype)}, but x has {dtype_name(x.dtype)}; "
+                             f"trace v in x's dtype, as no cast keeps its tape")
+        return v
+    return Tensor(tangent_of(x, v, "hvp: v"), x.device)
 
 
 # -- helpers -----------------------------------------------------------------------------------------

@@ -312,3 +312,30 @@ def test_a_refused_jvp_leaves_the_outer_tape_as_it_was(dev):
                (dev.tensor([1.0, 0.0], dtype="float64"),))
     assert len(y.tape) == before
     np.testing.assert_allclose(host(y.sum().backward()[w]), [2.0, 2.0])
+
+
+def test_hvp_is_differentiable_in_v_and_refuses_a_v_of_another_shape(dev):
+    """Forward over reverse computes tangents on arrays: a traced v is taken reverse over reverse,
+    whose result depends on v (the gradient of hvp . 1 in v is Hᵀ 1, not a silent zero); v is
+    checked and cast to x's dtype on both paths (a traced x broadcast a v of shape (1,))."""
+    a = dev.tensor(A, dtype="float64")
+
+    def f(x):
+        return 0.5 * (x * (a @ x)).sum()
+
+    x = dev.tensor(X, dtype="float64")
+    h = (A + A.T) / 2
+    np.testing.assert_allclose(host(tk.grad(lambda v: tk.hvp(f, x, v).sum())(dev.tensor(X, dtype="float64"))),
+                               h.T @ np.ones(4), atol=1e-12)
+    for point in (x, x.trace(tk.UnionTape())):
+        with pytest.raises(tk.ShapeError, match="shape"):
+            tk.hvp(f, point, dev.tensor([1.0], dtype="float64"))
+    x32 = dev.tensor(X, dtype="float32")
+    for point in (x32, x32.trace(tk.UnionTape())):
+        assert tk.hvp(lambda t: (t * t * t).sum(), point, dev.tensor(X, dtype="float64")).dtype == x32.dtype
+
+
+def test_jvp_refuses_a_traced_tangent_whose_gradient_would_be_zero(dev):
+    x = dev.tensor(X, dtype="float64")
+    with pytest.raises(tk.TracedOutsideError, match="tangent 0 carries a tape"):
+        tk.grad(lambda v: tk.jvp(lambda t: (t * t).sum(), (x,), (v,))[1])(dev.tensor(X, dtype="float64"))
