@@ -2240,3 +2240,24 @@ def test_compiled_calls_in_several_threads_run_one_at_a_time_and_each_is_right()
         eager = chain(*inputs[k], tk.UnionTape)
         assert all(same(g, e) for call in results[k] for g, e in zip(call, eager))
         assert len(steps[k].history) == 1 and steps[k].source.count("xp.tanh(") == 1
+
+
+def test_a_compiled_step_called_inside_another_runs_within_its_recording() -> None:
+    """As jax.jit inside jit: the inner step's calls become the outer program's own (the inner step
+    replayed its program on the outer's tracers, and that program read them: a CompileError)."""
+    dev = tk.Cpu(default_dtype="float64")
+
+    @tk.compile
+    def inner(x):
+        return (x * x).sum()
+
+    def eager(x):
+        return inner.fn(x) * 2.0
+
+    outer = tk.compile(lambda x: inner(x) * 2.0)
+    inner(dev.tensor([5.0, 6.0]))  # inner has a program of its own for this kind of input
+    for values in ([1.0, 2.0], [3.0, -1.0]):
+        x = dev.tensor(values)
+        np.testing.assert_array_equal(outer(x).numpy(), eager(x).numpy())
+    assert len(outer.history) == 1 and outer.history[0].calls == 1 and len(inner.history) == 1
+    assert "x * x" in outer.source.replace("_", "")

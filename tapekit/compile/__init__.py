@@ -77,7 +77,9 @@ def compile(fn: Callable, fuse: bool = False) -> Compiled:  # noqa: A001  (as ja
     arguments, its closure or the globals it names. ``step.source`` is the program;
     ``repr(step)`` says how many programs it holds and why each was recorded. Compiled calls run
     one at a time, in any thread; while one records, eager code in other threads must leave its
-    inputs alone (they hold tracers until the call ends)."""
+    inputs alone (they hold tracers until the call ends). A compiled step called while another
+    records runs within that recording, its calls the outer program's own (as ``jax.jit`` inside
+    ``jit``)."""
     if not callable(fn):
         raise CompileError(f"tk.compile takes a function, got a {type(fn).__name__}")
     if fuse:

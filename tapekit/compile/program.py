@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import threading
 import time
 import warnings
 from typing import Any, Callable, Iterator
@@ -25,6 +26,7 @@ from .source import Built, generate
 from .tracer import Tracer
 
 
+_THREAD = threading.local()  # ``recording``: whether this thread is recording a compiled call
 RECORDINGS_BEFORE_WARNING = 8  # as torch.compile's recompile limit: a step past it warns, once
 
 
@@ -63,6 +65,8 @@ class Compiled:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         with RECORDING:  # one compiled call at a time: no other sees the tracers a recording swaps in
+            if getattr(_THREAD, "recording", False):  # inside another step's recording: its calls are that program's
+                return self.fn(*args, **kwargs)
             return self._call(args, kwargs)
 
     def _call(self, args: tuple, kwargs: dict) -> Any:
@@ -90,7 +94,11 @@ class Compiled:
         # A recording makes many small objects and frees most of them when it ends: the collector, left
         # on, would walk them all, again and again (W4's chain of 30,000 ops: 3 us of 38 an op, measured).
         with _collector_paused():
-            return self._recorded(inputs, args, kwargs)
+            _THREAD.recording = True
+            try:
+                return self._recorded(inputs, args, kwargs)
+            finally:
+                _THREAD.recording = False
 
     def _recorded(self, inputs: Inputs, args: tuple, kwargs: dict) -> Any:
         start = time.perf_counter()
