@@ -162,14 +162,19 @@ def test_a_drained_record_is_grey_and_the_legend_says_its_tape_records_again():
             f"records again") in legend
 
 
-def test_a_record_of_a_consumed_owned_tape_is_grey_and_the_legend_says_it_cannot_record():
+def _consumed_loss_dag() -> tuple[str, str]:
+    """The DAG of ``loss = (x * 3).sum()`` after its backward consumed its OwnedTape, and its legend's words."""
     x = tk.Cpu().tensor([1., 2.], name="x").trace(tk.OwnedTape())
     loss = (x * 3.0).sum()
     loss.name = "loss"
     loss.backward()
     src = viz.dag(loss).source
+    return src, html.unescape(re.sub(r"<BR/>", " ", nodes(src)["legend"]))
+
+
+def test_a_record_of_a_consumed_owned_tape_is_grey_and_the_legend_says_it_cannot_record():
+    src, legend = _consumed_loss_dag()
     assert op_colours(src) == {"#CCCCCC"}
-    legend = re.sub(r"<BR/>", " ", nodes(src)["legend"])
     assert "run by the backward on loss and let go; it consumed the OwnedTape, which cannot record" in legend
     assert "drained" not in src
 
@@ -444,12 +449,8 @@ def test_import_tapekit_does_not_import_the_picture_libraries():
 
 def test_a_leaf_whose_first_reader_was_let_go_is_outlined_grey_and_the_legend_says_so():
     """Not in an unexplained dark grey: in the grey of the let-go record that read it."""
-    x = tk.Cpu().tensor([1., 2.], name="x").trace(tk.OwnedTape())
-    loss = (x * 3.0).sum()
-    loss.name = "loss"
-    loss.backward()
-    src = viz.dag(loss).source
+    src, legend = _consumed_loss_dag()
     assert f'color="{CONSUMED}"' in node_of(src, "x")
-    assert "grey: that op's record is gone" in html.unescape(re.sub(r"<BR/>", " ", nodes(src)["legend"]))
+    assert "grey: that op's record is gone" in legend
     y = tk.Cpu().tensor([1., 2.], name="y").trace(tk.OwnedTape())
     assert "record is gone" not in viz.dag((y * 3.0).sum()).source  # said only where a leaf is drawn so
