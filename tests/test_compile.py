@@ -2261,3 +2261,35 @@ def test_a_compiled_step_called_inside_another_runs_within_its_recording() -> No
         np.testing.assert_array_equal(outer(x).numpy(), eager(x).numpy())
     assert len(outer.history) == 1 and outer.history[0].calls == 1 and len(inner.history) == 1
     assert "x * x" in outer.source.replace("_", "")
+
+
+def test_a_refused_first_call_puts_back_what_it_changed() -> None:
+    """A first call refused while it records (here: it reads a value after the update) leaves the
+    model, the optimizer's state, a gradient buffer and an argument written in place as they were:
+    it had taken an Adam step, and the retried step took a second."""
+    dev = tk.Cpu(seed=0)
+    model = tk.nn.Linear(3, 2, dev)
+    opt = tk.optim.Adam(model, lr=0.1)
+    buffer = model.alloc_grads()
+    x = dev.tensor(np.ones((4, 3), dtype=np.float32))
+    params = {n: p.data for n, p in model.named_parameters()}
+    values = {n: p.numpy().copy() for n, p in model.named_parameters()}
+    states = {pid: dict(state) for pid, (_, state) in opt._state.items()}
+    entries = {tid: np.array(a) for tid, a in buffer.items()}
+
+    def step(x, read):
+        x.data += 1.0  # an argument written in place
+        loss = (model(x.trace(tk.OwnedTape(buffer))) ** 2).mean()
+        opt.update(model, loss.backward())
+        return float(loss) if read else loss
+
+    with pytest.raises(tk.CompileError):
+        tk.compile(step)(x, True)
+    for n, p in model.named_parameters():
+        assert p.data is params[n] and np.array_equal(p.numpy(), values[n]), n
+    assert {pid: dict(state) for pid, (_, state) in opt._state.items()} == states
+    assert set(buffer) == entries.keys() and all(np.array_equal(buffer[t], a) for t, a in entries.items())
+    assert np.array_equal(x.numpy(), np.ones((4, 3)))
+    compiled = tk.compile(step)
+    compiled(x, False)
+    np.testing.assert_array_equal(x.numpy(), np.full((4, 3), 2.0))

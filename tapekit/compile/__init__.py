@@ -79,7 +79,8 @@ def compile(fn: Callable, fuse: bool = False) -> Compiled:  # noqa: A001  (as ja
     one at a time, in any thread; while one records, eager code in other threads must leave its
     inputs alone (they hold tracers until the call ends). A compiled step called while another
     records runs within that recording, its calls the outer program's own (as ``jax.jit`` inside
-    ``jit``)."""
+    ``jit``). A first call refused while it records (a ``CompileError``) puts back what it changed:
+    the inputs' arrays and values, the optimizers' state, the gradient buffers."""
     if not callable(fn):
         raise CompileError(f"tk.compile takes a function, got a {type(fn).__name__}")
     if fuse:

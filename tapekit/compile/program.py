@@ -8,11 +8,14 @@ was recorded."""
 from __future__ import annotations
 
 import contextlib
+import copy
 import gc
 import threading
 import time
 import warnings
 from typing import Any, Callable, Iterator
+
+import numpy as np
 
 from ..devices import dtype_name
 from ..gradients import Gradients
@@ -20,10 +23,10 @@ from .errors import RecompileWarning
 from .guards import drawn, module_constants, refuse_draws, refuse_rebound, warn_frozen
 from .inputs import MODULE, OPTIMIZER, Inputs, Reach, in_words, settings_changed
 from .patches import RECORDING, Patches
-from .recorder import Recorder
+from .recorder import Recorder, copy_array
 from .results import build_result, renumber, result_template, unwrap_result
 from .source import Built, generate
-from .tracer import Tracer
+from .tracer import Tracer, is_array
 
 
 _THREAD = threading.local()  # ``recording``: whether this thread is recording a compiled call
@@ -93,10 +96,14 @@ class Compiled:
     def _record(self, inputs: Inputs, args: tuple, kwargs: dict) -> Any:
         # A recording makes many small objects and frees most of them when it ends: the collector, left
         # on, would walk them all, again and again (W4's chain of 30,000 ops: 3 us of 38 an op, measured).
+        undo = _Undo(inputs)
         with _collector_paused():
             _THREAD.recording = True
             try:
                 return self._recorded(inputs, args, kwargs)
+            except BaseException:  # refused: a call that returns nothing changes nothing
+                undo()
+                raise
             finally:
                 _THREAD.recording = False
 
@@ -226,6 +233,40 @@ def _collector_paused() -> Iterator[None]:
     finally:
         if collecting:
             gc.enable()
+
+
+class _Undo:
+    """What a recording may change, kept to put back when its call is refused: each input's array
+    (and a copy of its values, which an in-place step may write), the optimizers' state and the
+    gradient buffers' entries. (A first call of W2's MLP step: its parameters copied once.)"""
+
+    def __init__(self, inputs: Inputs) -> None:
+        self.cells = [(cell, value, copy_array(value) if is_array(value) else None)
+                      for cell, value in ((cell, cell.get()) for cell in inputs.cells)]
+        self.tables = [(opt._state, dict(opt._state)) for opt in inputs.optimizers]
+        self.states = [(state, dict(state)) for opt in inputs.optimizers for _, state in opt._state.values()]
+        self.grads = [(g, [(name, copy.copy(getattr(g, name))) for name in Gradients.__slots__]) for g in inputs.grads]
+
+    def __call__(self) -> None:
+        for cell, value, values in self.cells:
+            cell.set(value)
+            if values is not None:
+                _write_back(value, values)
+        for saved in self.tables + self.states:
+            saved[0].clear()
+            saved[0].update(saved[1])
+        for g, fields in self.grads:
+            for name, value in fields:
+                setattr(g, name, value)
+
+
+def _write_back(array: Any, values: Any) -> None:
+    """Put ``values`` back into ``array``, which an in-place step may have written (not a read-only one)."""
+    if isinstance(array, np.ndarray):
+        if array.flags.writeable:
+            np.copyto(array, values)
+    elif not isinstance(array, np.generic):
+        array[...] = values
 
 
 def _swap_in_tracers(rec: Recorder, inputs: Inputs) -> list[Tracer]:

@@ -70,7 +70,7 @@ class Recorder:
         self.depth = 0  # > 0 inside a recorded call: calls made there are its own business
         self.group: Any = None
         self.mark = 0  # steps before this index have a group or belong to none
-        self.globals: dict[str, Any] = {"np": np, "asarray": np.asarray, "copy_of": _copy}
+        self.globals: dict[str, Any] = {"np": np, "asarray": np.asarray, "copy_of": copy_array}
         self.bound: dict[int, str] = {}  # id of an object the program refers to -> its global name
         self.grad_of: dict[int, int] = {}  # slot of a gradient a backward returned -> its tensor id
         self.info: dict[int, tuple] = {}  # slot -> (record id, op name, input ids, output id)
@@ -151,7 +151,7 @@ class Recorder:
         """The slot of an array made outside the program, as first seen (a copy: the program may write into it)."""
         slot = self.consts.get(id(value))
         if slot is None:
-            snapshot = _copy(value)
+            snapshot = copy_array(value)
             self.keep.append(value)
             slot = self.consts[id(value)] = self.slot(snapshot, "const").slot
         return slot
@@ -301,7 +301,8 @@ def _module_of(frame: types.FrameType) -> str:
     return frame.f_globals.get("__name__", "")
 
 
-def _copy(value: Any) -> Any:
+def copy_array(value: Any) -> Any:
+    """A copy of an array of any namespace (a numpy scalar: as a 0-d array)."""
     if isinstance(value, np.ndarray):
         return value.copy()
     if isinstance(value, np.generic):
