@@ -175,19 +175,17 @@ def _checked(args: Sequence[Any], picked: Sequence[int], what: str) -> None:
 def _own_inputs(args: list[Any], picked: Sequence[int], what: str) -> None:
     """Give each differentiated argument to ``f`` as a tensor of its own, as JAX gives each nested
     transform its own inputs, so that the gradient, keyed by id, is of ``f`` with respect to that
-    argument alone: one carrying a tape (inside another transform) through an identity op on it (a
-    reshape to its own shape), which an outer transform differentiates through, and not through
-    what was computed from it outside ``f`` (a closed-over ``c = x * x`` is a constant of ``f``);
-    one on no tape traced on a fresh UnionTape, a second time as a new tensor sharing its storage."""
-    tape, seen = None, set()
+    argument alone: an identity op (a reshape to its own shape) on it, traced first on a fresh
+    UnionTape if it carries none. The same tensor closed over by ``f``, or given again, is then a
+    constant of ``f`` (as is what was computed from it outside ``f``: ``c = x * x``), and an outer
+    transform, or ``tk.jvp``'s tangent, still flows through the identity op."""
+    tape = None
     for i in picked:
         t = args[i]
-        if t.tape is not None:
-            args[i] = reshape(t, t.shape)
-        else:
+        if t.tape is None:
             tape = tape or _own_tape(what)
-            args[i] = (t.detach() if t.id in seen else t).trace(tape)
-        seen.add(t.id)
+            t = t.trace(tape)
+        args[i] = reshape(t, t.shape)
 
 
 def _own_tape(what: str) -> UnionTape:

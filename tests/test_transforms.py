@@ -339,3 +339,18 @@ def test_jvp_refuses_a_traced_tangent_whose_gradient_would_be_zero(dev):
     x = dev.tensor(X, dtype="float64")
     with pytest.raises(tk.TracedOutsideError, match="tangent 0 carries a tape"):
         tk.grad(lambda v: tk.jvp(lambda t: (t * t).sum(), (x,), (v,))[1])(dev.tensor(X, dtype="float64"))
+
+
+def test_an_argument_is_its_own_tensor_apart_from_the_same_tensor_closed_over_or_passed_again(dev):
+    """Only f's own argument is differentiated: the same tensor closed over, or given again as an
+    argument not differentiated, is a constant of f (as in JAX). It was keyed as the same tensor, and
+    the total derivative came back (1 for 0.5)."""
+    x = dev.tensor([0.5], dtype="float64")
+    v = dev.tensor([1.0], dtype="float64")
+    assert np.allclose(host(tk.grad(lambda a: (a * x).sum())(x)), [0.5])
+    for mode in ("rev", "fwd"):
+        assert np.allclose(host(tk.jacobian(lambda a: a * x, x, mode=mode)), [[0.5]])
+    assert np.allclose(host(tk.grad(lambda a, b: (a * b).sum())(x, x)), [0.5])
+    assert np.allclose(host(tk.vjp(lambda a: a * x, x)[1](v)[0]), [0.5])
+    inner = tk.jvp(lambda t: tk.grad(lambda y: (y.sin() * t).sum())(t), (x,), (v,))[1]
+    assert np.allclose(host(inner), [-np.sin(0.5) * 0.5 + np.cos(0.5)])  # d/dt of cos(t) t
