@@ -46,6 +46,21 @@ def backward(outputs: Any, seeds: Sequence[Any] | None = None, retain: bool = Fa
     outputs' tape, after the forward's, under every policy (``tapekit.create_graph`` says what a
     second backward then sees).
     """
+    return _gradients(outputs, seeds, retain, create_graph).drop_non_leaves()
+
+
+def gradients_for(wrt: Sequence[Tensor], outputs: Any, seeds: Sequence[Any] | None = None, retain: bool = False,
+                  create_graph: bool = False) -> list[Any]:
+    """``backward``'s gradients for the tensors ``wrt``, whatever the leaf set of the tapes (a
+    transform's own inputs, which no leaf set names), ``None`` for one it did not reach."""
+    grads = _gradients(outputs, seeds, retain, create_graph)
+    found = [grads.get(t) for t in wrt]
+    grads.drop_non_leaves()
+    return found
+
+
+def _gradients(outputs: Any, seeds: Sequence[Any] | None, retain: bool, create_graph: bool) -> Gradients:
+    """``backward``, its gradients before the leaf set drops the others."""
     outputs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
     given = list(seeds) if seeds is not None else [None] * len(outputs)  # as the caller gave them
     seeds = _seeds(outputs, given)
@@ -68,7 +83,7 @@ def backward(outputs: Any, seeds: Sequence[Any] | None = None, retain: bool = Fa
         found.add_to(grads, outputs[0].device)
     grads._why.update(cov.missed)
     grads._partial |= cov.incomplete | cov.missed.keys()  # a missed tensor may still get a zero entry elsewhere
-    return grads.drop_non_leaves()
+    return grads
 
 
 def _run(records: list[Record], planned: Planned, outputs: Sequence[Tensor], seeds: Sequence[Any]) -> Found:

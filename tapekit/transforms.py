@@ -22,7 +22,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from . import forward
-from .backward import backward
+from .backward import gradients_for
 from .devices import dtype_name, is_floating
 from .errors import DTypeError, InvalidArgumentError, OperandError, ShapeError, TapePolicyError, TracedOutsideError
 from .forward import holds_older_tape, jacfwd, jvp, tangent_of
@@ -200,8 +200,7 @@ def _pulled_back(out: Tensor, seed: Any, wrt: Sequence[Tensor], nested: bool, re
     else tensors on no tape; zeros for an input ``out`` does not depend on."""
     if out.tape is None:
         return [_zeros_like(t) for t in wrt]
-    grads = backward([out], None if seed is None else [seed], retain=retain or nested, create_graph=nested)
-    found = [grads.get(t) for t in wrt]
+    found = gradients_for(wrt, [out], None if seed is None else [seed], retain=retain or nested, create_graph=nested)
     if nested:
         return [_zeros_like(t) if g is None else g for g, t in zip(found, wrt)]
     return [_zeros_like(t) if g is None else Tensor(g, t.device) for g, t in zip(found, wrt)]

@@ -354,3 +354,18 @@ def test_an_argument_is_its_own_tensor_apart_from_the_same_tensor_closed_over_or
     assert np.allclose(host(tk.vjp(lambda a: a * x, x)[1](v)[0]), [0.5])
     inner = tk.jvp(lambda t: tk.grad(lambda y: (y.sin() * t).sum())(t), (x,), (v,))[1]
     assert np.allclose(host(inner), [-np.sin(0.5) * 0.5 + np.cos(0.5)])  # d/dt of cos(t) t
+
+
+def test_a_transform_under_a_tape_with_a_leaf_set_keeps_its_own_gradients(dev):
+    """A leaf set names the user's leaves, not a transform's own inputs: their gradients were
+    dropped, and silent zeros came back (a gradient penalty under model.alloc_grads())."""
+    x0, w0 = np.array([0.3, -0.8, 1.1]), np.array([0.5, 1.5, -0.7])
+    x, w = dev.tensor(x0, dtype="float64"), dev.tensor(w0, dtype="float64")
+    wt = w.trace(tk.UnionTape(leaves=[w]))
+    gx = tk.grad(lambda s: (s * wt).sin().sum())(x)
+    np.testing.assert_allclose(host(gx), np.cos(x0 * w0) * w0, atol=1e-12)
+    penalty = (gx * gx).sum().backward()[w]  # d/dw of sum(cos(x w)^2 w^2)
+    c, s_ = np.cos(x0 * w0), np.sin(x0 * w0)
+    np.testing.assert_allclose(host(penalty), 2 * c * w0 * (c - s_ * x0 * w0), atol=1e-12)
+    xt = x.trace(tk.UnionTape(leaves=[x]))
+    np.testing.assert_allclose(host(tk.grad(lambda s: (s * s).sum())(xt)), 2 * x0, atol=1e-12)
