@@ -46,6 +46,7 @@ def grad(f: Callable[..., Tensor], argnums: int | Sequence[int] = 0) -> Callable
             shape = out.shape if isinstance(out, Tensor) else type(out).__name__
             raise ShapeError(f"tk.grad needs f to return one value, but it returned {shape}. For the gradient of "
                              f"every output use tk.jacobian(f, x); for one number, reduce it in f (f(x).sum()).")
+        _refuse_integral(out, "grad")
         grads = _pulled_back(out, None, [args[i] for i in picked], nested)
         return grads[0] if isinstance(argnums, int) else tuple(grads)
 
@@ -59,6 +60,7 @@ def vjp(f: Callable[..., Tensor], *primals: Tensor) -> tuple[Tensor, Callable[[A
     args, out, nested = _applied(f, primals, range(len(primals)), "vjp")
     if not isinstance(out, Tensor):
         raise OperandError(f"tk.vjp needs f to return a tensor, got {type(out).__name__}")
+    _refuse_integral(out, "vjp")
 
     def vjp_fn(cotangent: Any) -> tuple:
         """``uᵀ J``: recorded where ``u`` is traced, so that a gradient reaches ``u`` too."""
@@ -186,6 +188,13 @@ def _own_inputs(args: list[Any], picked: Sequence[int], what: str) -> None:
             tape = tape or _own_tape(what)
             t = t.trace(tape)
         args[i] = reshape(t, t.shape)
+
+
+def _refuse_integral(out: Tensor, what: str) -> None:
+    """``DTypeError`` for an output that is not floating: it has no derivative (its gradient would be zeros)."""
+    if not is_floating(out.dtype):
+        raise DTypeError(f"tk.{what}: f returned {dtype_name(out.dtype)} values (indices such as argmax's, or truth "
+                         f"values from comparisons, any and all), which have no derivative; return a floating tensor")
 
 
 def _own_tape(what: str) -> UnionTape:

@@ -369,3 +369,12 @@ def test_a_transform_under_a_tape_with_a_leaf_set_keeps_its_own_gradients(dev):
     np.testing.assert_allclose(host(penalty), 2 * c * w0 * (c - s_ * x0 * w0), atol=1e-12)
     xt = x.trace(tk.UnionTape(leaves=[x]))
     np.testing.assert_allclose(host(tk.grad(lambda s: (s * s).sum())(xt)), 2 * x0, atol=1e-12)
+
+
+@pytest.mark.parametrize("call", [lambda f, x: tk.grad(f)(x), lambda f, x: tk.vjp(f, x),
+                                  lambda f, x: tk.jacobian(f, x)], ids=["grad", "vjp", "jacobian"])
+def test_an_output_without_a_derivative_is_refused_not_given_zeros(call, dev):
+    x = dev.tensor(X, dtype="float64")
+    for f in (lambda t: t.argmax(), lambda t: (t > 0).any()):
+        with pytest.raises(tk.DTypeError, match="no derivative"):
+            call(f, x)
