@@ -76,16 +76,15 @@ def recorded_backward(outputs: Sequence[Tensor], seeds: Sequence[Any], tapes: Se
 
 
 def _start(out: Tensor, seed: Any, given: Any, scratch: UnionTape) -> Tensor:
-    """The gradient the recorded backward starts from at ``out``: the seed as given where it is a
-    tensor of the output's dtype on no tape (its tangent inside ``tk.jvp`` flows on) or on the
-    output's own tape (a gradient then reaches it), as in PyTorch; else the seed's array, a
+    """The gradient the recorded backward starts from at ``out``: the seed as given, a handle on
+    ``scratch``, where it is a tensor of the output's dtype on no tape (its tangent inside
+    ``tk.jvp`` flows on) or on the output's own tape, under any policy (its records stay there,
+    where the scratch's go: a gradient reaches it), as in PyTorch; else the seed's array, a
     constant. A seed traced on another tape is refused: its records would be split from it, and a
     gradient through it silently zero."""
-    if isinstance(given, Tensor) and given.dtype == out.dtype:
-        if given.tape is None:
-            return given._handle(scratch)
-        if out.tape is not None and given.tape._store() is out.tape._store():
-            return given
+    if isinstance(given, Tensor) and given.dtype == out.dtype and (
+            given.tape is None or (out.tape is not None and given.tape._store() is out.tape._store())):
+        return given._handle(scratch)
     if isinstance(given, Tensor) and given.tape is not None:
         raise BackwardError(
             f"the seed for {out.label} (in tk.vjp, the cotangent given to vjp_fn) is traced on another tape than "

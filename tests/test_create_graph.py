@@ -185,3 +185,19 @@ def test_a_seed_traced_on_another_tape_is_refused_not_made_a_silent_constant():
     _, pull = tk.vjp(lambda t: t.tanh() * 2.0, dev.tensor([0.5, -1.0]))
     with pytest.raises(tk.BackwardError, match="cotangent given to vjp_fn"):
         tk.grad(lambda c: pull(c)[0].sum())(dev.tensor([1.0, 1.0]))
+
+
+@pytest.mark.parametrize("policy", ["arc", "union", "global"])
+def test_a_seed_computed_from_the_output_on_its_own_tape_is_differentiated_under_every_policy(policy):
+    """y.backward(seed=2 y, create_graph=True) of y = sin(x) gives 2 sin(x) cos(x) = sin(2x), whose
+    gradient is 2 cos(2x): under ArcTape and in a GlobalTape block the seed met the recorded
+    backward's scratch UnionTape, and one op cannot mix tape policies."""
+    dev = tk.Cpu(default_dtype="float64")
+    x0 = np.array([0.3, -0.8, 1.1])
+    with tk.GlobalTape() if policy == "global" else contextlib.nullcontext():
+        x = dev.tensor(x0)
+        t = x if policy == "global" else x.trace(POLICIES[policy]())
+        y = t.sin()
+        g = y.backward(seed=y * 2.0, create_graph=True)[x]
+        np.testing.assert_allclose(g.numpy(), np.sin(2 * x0), atol=1e-12)
+        np.testing.assert_allclose(np.asarray(g.sum().backward()[x]), 2 * np.cos(2 * x0), atol=1e-12)
