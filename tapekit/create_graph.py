@@ -36,6 +36,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from .backward import chain_rule
+from .devices import dtype_name
 from .errors import BackwardError, SecondOrderError
 from .gradients import Gradients
 from .namespace import TensorNamespace
@@ -82,14 +83,21 @@ def _start(out: Tensor, seed: Any, given: Any, scratch: UnionTape) -> Tensor:
     where the scratch's go: a gradient reaches it), as in PyTorch; else the seed's array, a
     constant. A seed traced on another tape is refused: its records would be split from it, and a
     gradient through it silently zero."""
-    if isinstance(given, Tensor) and given.dtype == out.dtype and (
-            given.tape is None or (out.tape is not None and given.tape._store() is out.tape._store())):
-        return given._handle(scratch)
     if isinstance(given, Tensor) and given.tape is not None:
-        raise BackwardError(
-            f"the seed for {out.label} (in tk.vjp, the cotangent given to vjp_fn) is traced on another tape than "
-            f"{out.label}'s, so the recorded backward cannot differentiate through it: a gradient through it would "
-            f"be zero. Trace both on one tk.UnionTape(), or pass seed.detach() to start from its values as a constant.")
+        if out.tape is None or given.tape._store() is not out.tape._store():
+            raise BackwardError(
+                f"the seed for {out.label} (in tk.vjp, the cotangent given to vjp_fn) is traced on another tape than "
+                f"{out.label}'s, so the recorded backward cannot differentiate through it: a gradient through it "
+                f"would be zero. Trace both on one tk.UnionTape(), or pass seed.detach() to start from its values "
+                f"as a constant.")
+        if given.dtype != out.dtype:
+            raise BackwardError(
+                f"the seed for {out.label} is traced in {dtype_name(given.dtype)}, but {out.label} is "
+                f"{dtype_name(out.dtype)}, and no cast keeps its tape: compute the seed in {out.label}'s dtype, or "
+                f"pass seed.detach() to start from its values as a constant.")
+        return given._handle(scratch)
+    if isinstance(given, Tensor) and given.dtype == out.dtype:
+        return given._handle(scratch)
     return Tensor(seed, out.device)._handle(scratch)
 
 

@@ -201,3 +201,13 @@ def test_a_seed_computed_from_the_output_on_its_own_tape_is_differentiated_under
         g = y.backward(seed=y * 2.0, create_graph=True)[x]
         np.testing.assert_allclose(g.numpy(), np.sin(2 * x0), atol=1e-12)
         np.testing.assert_allclose(np.asarray(g.sum().backward()[x]), 2 * np.cos(2 * x0), atol=1e-12)
+
+
+def test_a_seed_on_the_outputs_tape_in_another_dtype_is_refused_for_its_dtype():
+    """Not said to be 'traced on another tape': it is on the output's, in float32 for a float64 output."""
+    dev = tk.Cpu(default_dtype="float64")
+    tape = tk.UnionTape()
+    y = dev.tensor([0.3, -0.8]).trace(tape).sin()
+    seed = dev.tensor([1.0, 2.0], dtype="float32").trace(tape) * 2.0
+    with pytest.raises(tk.BackwardError, match="traced in float32, but .* is float64"):
+        y.backward(seed=seed, create_graph=True)
