@@ -119,7 +119,8 @@ def _direction(x: Tensor, v: Any) -> Tensor:
     _checked((x,), (0,), "hvp")
     if isinstance(v, Tensor) and v.tape is not None:
         if v.shape != x.shape:
-            raise ShapeError(f"hvp: v has shape {v.shape} but x has {x.shape}; v is a direction in x's space, of its shape")
+            raise ShapeError(f"hvp: v has shape {v.shape} but x has {x.shape}; v is a direction in x's space, "
+                             f"of its shape")
         if v.dtype != x.dtype:
             raise DTypeError(f"hvp: v is traced with dtype {dtype_name(v.dtype)}, but x has {dtype_name(x.dtype)}; "
                              f"trace v in x's dtype, as no cast keeps its tape")

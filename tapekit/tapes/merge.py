@@ -79,7 +79,8 @@ def check_one_policy(holders: Sequence[Any], tapes: Sequence[Tape], what: str) -
     """``TapePolicyError`` unless every tape (carried by the tensor beside it) has one policy."""
     for t, tape in zip(holders[1:], tapes[1:]):
         if type(tape) is not type(tapes[0]):
-            mine, theirs = ((holders[0], tapes[0]), (t, tape)) if tapes[0]._transform else ((t, tape), (holders[0], tapes[0]))
+            first, other = (holders[0], tapes[0]), (t, tape)
+            mine, theirs = (first, other) if tapes[0]._transform else (other, first)
             if mine[1]._transform:
                 raise TapePolicyError(_mixed_with_a_transform(what, *mine, *theirs))
             raise TapePolicyError(

@@ -13,8 +13,8 @@ CONSUMED = "#999999"  # a record a backward let go (its tape drained or consumed
 MISSING = "#D00000"  # a gradient a backward did not produce
 INK = "#333333"  # outlines and text of the legend's swatches
 
-__all__ = ["TAPE_COLOURS", "CONSUMED", "GONE_FILL", "MISSING", "INK", "TapeLook", "TapeLooks", "look_of", "rgb", "lighten",
-           "text_on"]
+__all__ = ["TAPE_COLOURS", "CONSUMED", "GONE_FILL", "MISSING", "INK", "TapeLook", "TapeLooks", "look_of", "rgb",
+           "lighten", "text_on"]
 
 
 @dataclass(frozen=True)
