@@ -238,7 +238,7 @@ def _collector_paused() -> Iterator[None]:
 class _Undo:
     """What a recording may change, kept to put back when its call is refused: each input's array
     (and a copy of its values, which an in-place step may write), the optimizers' state and the
-    gradient buffers' entries. (A first call of W2's MLP step: its parameters copied once.)"""
+    gradient buffers' entries. It costs a copy of the inputs' arrays for each recording."""
 
     def __init__(self, inputs: Inputs) -> None:
         self.cells = [(cell, value, copy_array(value) if is_array(value) else None)
