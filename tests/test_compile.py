@@ -2293,3 +2293,38 @@ def test_a_refused_first_call_puts_back_what_it_changed() -> None:
     compiled = tk.compile(step)
     compiled(x, False)
     np.testing.assert_array_equal(x.numpy(), np.full((4, 3), 2.0))
+
+
+def _object_argument():
+    hp = types.SimpleNamespace(scale=2.0)
+    step = tk.compile(lambda x, hp: (x * hp.scale).sum())
+    return (lambda x: step(x, hp)), (lambda: setattr(hp, "scale", 3.0)), 3.0
+
+
+def _inner_compiled_step():
+    hp = types.SimpleNamespace(scale=2.0)
+    inner = tk.compile(lambda x: x * hp.scale)
+    return tk.compile(lambda x: inner(x).sum()), (lambda: setattr(hp, "scale", 3.0)), 3.0
+
+
+def _class_attribute_of_a_module():
+    class Scaled(tk.nn.Module):
+        scale = 2.0
+
+        def forward(self, x):
+            return x * self.scale
+
+    model = Scaled()
+    return tk.compile(lambda x: model(x).sum()), (lambda: setattr(Scaled, "scale", 3.0)), 3.0
+
+
+@pytest.mark.parametrize("make", [_object_argument, _inner_compiled_step, _class_attribute_of_a_module],
+                         ids=["an object passed as an argument", "a compiled step called inside",
+                              "a module's class attribute"])
+def test_a_number_the_step_reads_through_records_again_when_it_changes(make) -> None:
+    """Found by an audit: each replayed the first program, silently (6 for 9)."""
+    x = tk.Cpu(default_dtype="float64").tensor([1.0, 2.0])
+    step, change, scale = make()
+    assert step(x).item() == 6.0
+    change()
+    assert step(x).item() == 3.0 * scale

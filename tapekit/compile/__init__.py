@@ -32,8 +32,8 @@ call that differs in any of them records a new program. A step's eighth program 
 (and the lists, tuples, dicts and dataclasses among them) and their defaults, a
 ``functools.partial``'s arguments, its closure, the globals it names, up to three levels inside them
 as above (a list of tensors or models whatever its length), and the same in the functions it calls
-in turn (a loss defined apart, a model's forward, a model or a function passed to it; not a
-library's). A tensor found nowhere there is a constant of the
+in turn, three calls deep (a loss defined apart, a model's forward, a model or a function passed to
+it, a compiled step it calls; not a library's). A tensor found nowhere there is a constant of the
 program, its values frozen, and the recording warns of it (``tk.FrozenTensorWarning``), except of a module's own
 tensors that are not parameters (a mask); an optimizer update of parameters that are not inputs
 raises a ``CompileError``, since a replay could not put them back. A numpy array the step reads by

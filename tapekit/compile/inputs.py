@@ -200,6 +200,8 @@ class Inputs:
         else:
             self.key.append((what, f"{type(value).__name__} at", id(value)))
             self.held.append(value)
+            if _plain_object(value) or _slots(type(value)):  # step(x, hp): the attributes it reads, as of a global's
+                self._walk_attributes(in_words(what), value, 0)
 
     def _gradients(self, what: str, g: Gradients) -> None:
         """Gradient buffers made outside the step (``model.alloc_grads()``): each entry is an input,
@@ -423,7 +425,21 @@ def _settings(obj: Any, held: list, named: frozenset = frozenset()) -> tuple:
     for k, v in sorted(vars(obj).items()):
         if not k.startswith("_") and k != "training":  # the mode is below, wherever it is set (train() after eval())
             _setting(key, k, v, held, 0 if k in reads or k in named else _INSIDE)
+    for k, v in _class_settings(type(obj), reads, vars(obj)):
+        _setting(key, k, v, held, 0)
     return tuple(key) + (("training", getattr(obj, "training", None)),)
+
+
+def _class_settings(cls: type, reads: Iterable[str], own: dict) -> list[tuple[str, Any]]:
+    """The public values a user's module class holds that its methods read and its object does not
+    shadow (``scale = 2.0`` in the class body, read as ``self.scale``), by name; not its methods."""
+    found = {}
+    for klass in reversed(cls.__mro__):
+        if _users_namespace(klass):
+            found.update((k, v) for k, v in vars(klass).items()
+                         if k in reads and k not in own and not k.startswith("_") and not callable(v)
+                         and not hasattr(v, "__get__"))
+    return sorted(found.items())
 
 
 _INSIDE = 2  # how deep a model's settings are keyed inside a config object, a dict or a list it reads
@@ -690,12 +706,23 @@ def _root(value: Any) -> int:
     return id(fn.__code__) if isinstance(fn, types.FunctionType) else id(value)
 
 
+def _wrapped(value: Any) -> Any:
+    """The function an object wraps (``__wrapped__``, as ``functools.wraps`` names it), or None."""
+    try:
+        fn = getattr(value, "__wrapped__", None)
+    except Exception:  # an attribute dict (__getattr__ = dict.__getitem__) raises KeyError
+        return None
+    return fn if callable(fn) else None
+
+
 def _callees(value: Any, names: Iterable[str]) -> Iterator[types.FunctionType]:
     """The user's functions a step may call through ``value``: a function; a bound method's, a
     partial's or a static method's; of a user's module, class or object, those ``names`` names
     (``losses.loss``, ``Helper.loss``, ``holder.loss_fn``); an object's methods they name, and its
     forward or ``__call__``, which calling it runs (a model's submodules' too); the callables a dict,
     a list or a tuple holds (``losses["mse"]``)."""
+    if not isinstance(value, types.FunctionType):
+        value = _wrapped(value) or value  # a compiled step (or a decorator's object) runs the function it wraps
     fn = value
     while isinstance(fn, (functools.partial, types.MethodType, staticmethod, classmethod)):
         fn = fn.func if isinstance(fn, functools.partial) else fn.__func__

@@ -59,6 +59,7 @@ class Compiled:
 
     def __init__(self, fn: Callable, fuse: bool = False) -> None:
         self.fn, self.fuse = fn, fuse
+        self.__wrapped__ = fn  # as functools.wraps says it: what a step that calls this one reads is followed
         self.reach = Reach(fn)
         self.__name__ = getattr(fn, "__name__", "step")
         self.__doc__ = getattr(fn, "__doc__", None)
