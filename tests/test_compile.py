@@ -2328,3 +2328,18 @@ def test_a_number_the_step_reads_through_records_again_when_it_changes(make) -> 
     assert step(x).item() == 6.0
     change()
     assert step(x).item() == 3.0 * scale
+
+
+def test_a_short_dict_the_step_iterates_is_keyed_by_its_values() -> None:
+    """Loss weights read with .items() (no key named in the code): a new weight replayed the first
+    program (6.5 for 14), silently. Found by an audit."""
+    dev = tk.Cpu(default_dtype="float64")
+    weights = {"mse": 1.0, "l1": 0.5}
+
+    def f(x):
+        return sum(w * ((x * x).sum() if k == "mse" else x.abs().sum()) for k, w in weights.items())
+
+    step, x = tk.compile(f), dev.tensor([1.0, 2.0])
+    assert step(x).item() == f(x).item() == 6.5
+    weights["l1"] = 3.0
+    assert step(x).item() == f(x).item() == 14.0

@@ -21,8 +21,9 @@ read on as one tuple; its text is written when first asked for.
 What is fixed at record time and what is not (the guards). Shapes, dtypes, devices, tape policies,
 Python numbers (passed as arguments, or read by name, by the step or a function it calls: a global,
 a closure's variable, and up to three levels inside what it names, an attribute it names of an
-object, a class or a module of the user's, a dict's value under a key it names, an item of a list or
-tuple of at most 32; a helper's counter too, so read it outside the step), the
+object, a class or a module of the user's, a dict's value under a key it names (every value of a
+dict of at most 32 whose items or values it iterates), an item of a list or tuple of at most 32; a
+helper's counter too, so read it outside the step), the
 Enum members, ranges and sets, the functions and classes it reads by name (by identity: a loss
 swapped, a cell defining it run again; and a function's code, which autoreload edits in place),
 modules' training modes and public settings (two levels inside a config object, a dict or a short
