@@ -955,3 +955,15 @@ def test_update_with_a_missing_gradient_names_it_and_leaves_that_parameter() -> 
     after = [snapshot(p) for _, p in named]
     assert after[-1] == before[-1]
     assert all(a != b for a, b in zip(after[:-1], before[:-1]))
+
+
+def test_a_global_block_closed_out_of_order_closes_the_blocks_opened_inside_it_and_names_them():
+    """It raised, and left both blocks active: every later op outside any block was refused or recorded."""
+    from tapekit.tapes.global_ import _active
+    outer, inner = tk.GlobalTape(), tk.GlobalTape()
+    with pytest.raises(tk.TapePolicyError, match=f"{inner.label}.* still open"):
+        with outer:
+            inner.__enter__()
+    assert _active.get() == ()
+    x = tk.Cpu().tensor([1.0, 2.0]).trace(tk.UnionTape())
+    assert len((x * 2.0).tape) == 1

@@ -34,9 +34,16 @@ class GlobalTape(SharedTape):
 
     def __exit__(self, *exc: Any) -> None:
         stack = _active.get()
-        if not stack or stack[-1] is not self:
-            raise TapePolicyError("GlobalTape blocks must close in the order they were opened")
-        _active.set(stack[:-1])
+        if self not in stack:
+            raise TapePolicyError(f"GlobalTape {self.label}'s block is not open here: close a block with the "
+                                  f"`with` statement that opened it")
+        opened = stack[stack.index(self):]
+        _active.set(stack[:stack.index(self)])  # the blocks opened inside this one cannot outlive it
+        if len(opened) > 1:
+            inside = ", ".join(tape.label for tape in opened[1:])
+            raise TapePolicyError(f"GlobalTape blocks must close in the order they were opened: {inside}, opened "
+                                  f"inside {self.label}'s block, was still open when it closed; all are closed now. "
+                                  f"Open each block with a `with` statement.")
 
     def _merge(self, other: Tape, op: str) -> Tape:
         if other is self:
