@@ -967,3 +967,13 @@ def test_a_global_block_closed_out_of_order_closes_the_blocks_opened_inside_it_a
     assert _active.get() == ()
     x = tk.Cpu().tensor([1.0, 2.0]).trace(tk.UnionTape())
     assert len((x * 2.0).tape) == 1
+
+
+@pytest.mark.parametrize("policy", [tk.OwnedTape, tk.UnionTape])
+def test_layernorm_refuses_an_input_of_another_last_axis_before_it_records(policy):
+    """Its first ops ran and recorded before `* weight` failed (an OwnedTape moved: no retry)."""
+    x = tk.Cpu().randn((5, 3), dtype="float64").trace(policy())
+    before = repr(x.tape)
+    with pytest.raises(tk.ShapeError, match=r"LayerNorm\(4\).*\(5, 3\)"):
+        tk.nn.LayerNorm(4, dtype="float64")(x)
+    assert repr(x.tape) == before

@@ -12,7 +12,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..devices import Device, dtype_name, is_integer
-from ..errors import DTypeError, InvalidArgumentError, checked_number
+from ..errors import DTypeError, InvalidArgumentError, ShapeError, checked_number
 from ..ops.core import emit, same
 from ..ops.shape import device_array, refuse_out_of_range, take_flat
 from ..tensor import Tensor
@@ -89,6 +89,10 @@ class LayerNorm(Module):
         self.bias = dev.zeros((dim,), dtype=dtype)
 
     def forward(self, x: Tensor) -> Tensor:
+        if tuple(x.shape[-1:]) != (self.dim,):  # before any op records: a module call is all or nothing too
+            raise ShapeError(f"LayerNorm({self.dim}) normalises a last axis of {self.dim} values, but got an input "
+                             f"of shape {tuple(x.shape)}: give inputs whose last axis is {self.dim}, or make the "
+                             f"layer LayerNorm({x.shape[-1] if x.shape else 1})")
         centred = x - branch(x).mean(-1, keepdims=True)
         c = branch(centred)
         variance = (c * c).mean(-1, keepdims=True)
