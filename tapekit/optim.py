@@ -24,7 +24,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from .errors import InvalidArgumentError, ShapeError, UnusedParamsError, checked_number
+import numpy as np
+
+from .devices import dtype_name, is_floating
+from .errors import (DeviceMismatchError, DTypeError, InvalidArgumentError, ShapeError, UnusedParamsError,
+                     checked_number)
 from .gradients import Gradients
 from .nn.module import Module
 from .tensor import Tensor
@@ -54,11 +58,13 @@ class Optimizer:
                 g = g.data
             if g is None:
                 missing.append(name)
-            elif tuple(g.shape) != p.shape:
-                raise ShapeError(f"the gradient for {name} has shape {tuple(g.shape)} but the parameter has "
-                                 f"{p.shape}; nothing was updated. Pass the Gradients of this model's backward.")
             else:
-                ready.append((p, g))
+                ready.append((p, _usable(name, p, g)))
+        if missing and not ready:
+            raise UnusedParamsError(
+                f"none of the model's {len(missing)} parameters has an entry in these Gradients; nothing was updated. "
+                f"Pass the Gradients of a backward of this model's output (traced with model.trace(tape), or its "
+                f"input with tk.OwnedTape(model.alloc_grads())), not another model's.")
         for p, g in ready:
             if self.weight_decay:
                 g = g + self.weight_decay * p.data
@@ -103,6 +109,21 @@ class Optimizer:
     def __setstate__(self, state: dict[str, Any]) -> None:
         vars(self).update(state)
         self._state = {p.id: (p, s) for p, s in state["_state"]}
+
+
+def _usable(name: str, p: Tensor, g: Any) -> Any:
+    """``g``, checked before any parameter changes: the parameter's shape, floating, on its device."""
+    if tuple(g.shape) != p.shape:
+        raise ShapeError(f"the gradient for {name} has shape {tuple(g.shape)} but the parameter has {p.shape}; "
+                         f"nothing was updated. Pass the Gradients of this model's backward.")
+    if not is_floating(g.dtype):
+        raise DTypeError(f"the gradient for {name} has dtype {dtype_name(g.dtype)}, not a floating one; nothing was "
+                         f"updated. Pass the Gradients of this model's backward.")
+    recording = getattr(g, "recorded_in", None) or getattr(p.data, "recorded_in", None)  # tk.compile's tracers
+    if not recording and isinstance(g, (np.ndarray, np.generic)) != isinstance(p.data, (np.ndarray, np.generic)):
+        raise DeviceMismatchError(f"the gradient for {name} is a {type(g).__name__}, but the parameter is on "
+                                  f"{p.device!r}; nothing was updated. Move it with .to(device) first.")
+    return g
 
 
 class Sgd(Optimizer):

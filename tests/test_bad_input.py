@@ -977,3 +977,24 @@ def test_layernorm_refuses_an_input_of_another_last_axis_before_it_records(polic
     with pytest.raises(tk.ShapeError, match=r"LayerNorm\(4\).*\(5, 3\)"):
         tk.nn.LayerNorm(4, dtype="float64")(x)
     assert repr(x.tape) == before
+
+
+def test_an_update_refuses_gradients_it_cannot_use_before_changing_anything():
+    """A non-float gradient failed in numpy after the first parameter moved and Adam counted a step;
+    gradients of another model were said to have left 'the other parameters updated'."""
+    dev = tk.Cpu(seed=0)
+    model = tk.nn.Linear(3, 2, device=dev, dtype="float64")
+    opt = tk.optim.Adam(model, lr=0.1)
+    before = [p.numpy().copy() for p in model.parameters()]
+    g = tk.Gradients()
+    g.accumulate(model.weight.id, np.ones((3, 2)), dev)
+    g.accumulate(model.bias.id, np.array(["a", "b"]), dev)
+    with pytest.raises(tk.DTypeError, match="bias"):
+        opt.update(model, g)
+    other = tk.nn.Linear(3, 2, device=dev, dtype="float64")
+    grads = (other.trace(tk.UnionTape())(dev.randn((4, 3), dtype="float64")) ** 2).sum().backward()
+    with pytest.raises(tk.UnusedParamsError, match="nothing was updated") as err:
+        opt.update(model, grads)
+    assert "other parameters were updated" not in str(err.value)
+    assert all(np.array_equal(p.numpy(), b) for p, b in zip(model.parameters(), before))
+    assert all(state["t"] == 0 for _, state in opt._state.values())
