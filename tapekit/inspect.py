@@ -62,7 +62,7 @@ def tapes(*tensors: Tensor) -> TapeTable:
             if tape is not None:
                 found.setdefault(id(tape), tape)
     letter_all(birth for tape in found.values() for birth in tape._named())  # named in the order they were made
-    return TapeTable(TapeInfo(tape.label, tape.policy, len(tape), len(tape.grads), tape.nbytes,
+    return TapeTable(TapeInfo(tape.label, type(tape).__name__, len(tape), len(tape.grads), tape.nbytes,
                               tape._leaves_text(), tape, tape._state()) for tape in found.values())
 
 

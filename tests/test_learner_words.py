@@ -201,3 +201,27 @@ def test_the_players_missing_gradient_is_the_traced_case_as_gradients_says_it():
     missing = [line for line in player._result_listing() if "✗" in line]
     assert missing and all("no output of this backward depends on zz" in line and "trace it" not in line.lower()
                            for line in missing), missing
+
+
+def test_the_dag_legend_shows_grad_marks_only_as_the_picture_uses_them():
+    a = DEV.tensor([1.0, 2.0], name="a").trace(tk.ArcTape())
+    loss = (a * a).sum()
+    loss.name = "loss"
+    legend = tk.viz.dag(loss, grads=loss.backward()).source.split('legend [label=')[1]
+    assert "grad ✓: has a gradient" in legend and "gradient missing" not in legend
+
+
+def test_a_dropped_record_is_worded_alike_in_the_dag_and_the_partition_plot():
+    x = DEV.tensor([1.0, 2.0], name="x").trace(tk.ArcTape())
+    y = x * 2.0
+    y2 = y.retaped()
+    del x, y
+    gc.collect()
+    out = y2 * 3.0
+    assert "dropped with its tape (no tensor held it)" in tk.viz.dag(out).source.replace("<BR/>", " ")
+
+
+def test_tk_tapes_names_policies_as_every_printout_does():
+    x = DEV.tensor([1.0, 2.0], name="x").trace(tk.ArcTape())
+    text = str(tk.tapes(x * 2.0))
+    assert "ArcTape" in text and " arc " not in f" {text} ".replace("\n", " ")

@@ -380,7 +380,7 @@ def test_tapes_lists_the_partition(cpu):
     zz = y * 2.0
     z = x + y
     table = tk.tapes(zz, z)
-    assert [(i.policy, i.records) for i in table] == [("arc", 0), ("arc", 2)]
+    assert [(i.policy, i.records) for i in table] == [("ArcTape", 0), ("ArcTape", 2)]
     assert "tape" in str(table) and "<table>" in table._repr_html_()
 
 

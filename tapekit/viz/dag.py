@@ -143,7 +143,7 @@ def _op_style(op: OpView, colour: str) -> dict[str, str]:
 def fate_text(op: OpView, scene: Scene) -> str:
     """Why no tape holds an op's record, in the words every picture uses."""
     if op.fate == "dropped":
-        return "grey, dashed: its tape is gone (no tensor held it)"
+        return "grey, dashed: dropped with its tape (no tensor held it)"
     drained = [t for t in scene.tapes.values() if f"drained by {op.by}," in t.state]
     if op.fate == "drained" and drained:
         names = " and ".join(f"tape {t.look.name}" for t in drained)
@@ -169,8 +169,10 @@ def _legend(scene: Scene, colours: TapeLooks) -> str:
     for text in dict.fromkeys(fate_text(op, scene) for op in scene.ops if op.tape is None):
         rows.append(_row(_swatch(GONE_FILL), _text(text)))
     rows += [_row(_swatch("white"), _text(text)) for text in marks(scene)]
-    if any(v.grad is not None for v in scene.tensors.values()):
+    marked = {v.grad for v in scene.tensors.values()}  # only the marks the picture uses
+    if True in marked:
         rows.append(_row(_swatch("white", "✓"), _text("grad ✓: has a gradient")))
+    if False in marked:
         rows.append(_row(_swatch("white", f'<FONT COLOR="{MISSING}">✗</FONT>'),
                          _text("grad ✗: gradient missing", ink=MISSING)))
     return f'<<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="2" CELLPADDING="1">{"".join(rows)}</TABLE>>'
