@@ -225,3 +225,36 @@ def test_tk_tapes_names_policies_as_every_printout_does():
     x = DEV.tensor([1.0, 2.0], name="x").trace(tk.ArcTape())
     text = str(tk.tapes(x * 2.0))
     assert "ArcTape" in text and " arc " not in f" {text} ".replace("\n", " ")
+
+
+def _refused(tape):
+    x = DEV.tensor([1., 2.]).trace(tape())
+    y = DEV.tensor([4., 5.]).trace(tape())
+    zz = y * 2.0
+    z = x + y
+    g = z.sum().backward()  # noqa: F841
+    loss = zz.sum()  # noqa: F841
+
+
+def _legend_rows(dot: str) -> str:
+    return dot.split("legend [label=")[1]
+
+
+def test_the_players_marks_and_legend_rows_are_those_its_picture_draws():
+    """A refused backward ticked every record '✓ already run'; the legend listed ▶, ✓ and ✗ at
+    every step, drawn or not; a let-go record it cannot see was white, its legend swatch grey."""
+    from tapekit.viz.palette import GONE_FILL
+    from tapekit.widgets import BackwardPlayer
+    player = BackwardPlayer(_refused, policy="union", output="loss")
+    player.step.value = player.step.max
+    assert player.result is None and "✓ " not in player.dot.split("legend [label=")[0]
+    for policy in ("union", "arc"):
+        player = BackwardPlayer(_refused, policy=policy, output="loss")
+        for k in range(player.step.max + 1):
+            player.step.value = k
+            drawn, legend = player.dot.split("legend [label=")
+            for mark, row in (("▶ ", "▶ running now"), ("✓ ", "✓ already run"), ("✗", "✗ no gradient")):
+                assert (mark in drawn) == (row in legend), (policy, k, mark)
+    player = BackwardPlayer(_refused, policy="arc", output="loss")
+    unseen = [line for line in player.dot.splitlines() if "(not seen)" in line and line.lstrip().startswith("op")]
+    assert unseen and all(f'fillcolor="{GONE_FILL}"' in line for line in unseen), unseen

@@ -317,10 +317,14 @@ class BackwardPlayer:
         grads, outputs = self.returned if step is None else step.grads, {o.id for o in self.outputs}
         for tid, view in scene.tensors.items():
             graph.node(ids[tid], **self._tensor_node(view, grads.get(tid), tid in outputs, missing=step is None))
-        ran = {rec.out for rec in (self.records[len(self.records) - k:] if step else self.records)}
+        ran = {rec.out for rec in (self.records[len(self.records) - k:] if step else
+                                   self.records if self.result is not None else ())}  # refused: none ran
+        marked = set()  # the marks drawn (▶, ✓), for the legend
         for i, op in enumerate(scene.ops, 1):
             running = step is not None and step.record is not None and op.out == step.record.out
-            graph.node(f"op{i}", **self._op_node(op, running, op.out in ran))
+            node = self._op_node(op, running, op.out in ran)
+            marked.add(node["label"][:1])
+            graph.node(f"op{i}", **node)
             for tid, sent in zip(op.inputs, step.arrived if running else (None,) * len(op.inputs)):
                 if tid is None:
                     continue
@@ -328,7 +332,9 @@ class BackwardPlayer:
                     "color": RUNNING, "penwidth": "2.5", "dir": "back", "fontsize": "11", "label": f" +{_value(sent)}"}
                 graph.edge(ids[tid], f"op{i}", **edge)
             graph.edge(f"op{i}", ids[op.out], color=self.colours.colour(op.tape), penwidth="1.5")
-        graph.node("legend", self._legend(scene), shape="plaintext", fontsize="11")
+        missing = step is None and any(grads.get(tid) is None for tid in scene.tensors)
+        graph.node("legend", self._legend(scene, "▶" in marked, "✓" in marked, missing), shape="plaintext",
+                   fontsize="11")
         graph.body.append("{rank=sink; legend}")  # below the DAG, so it does not widen it
         return graph
 
@@ -349,8 +355,9 @@ class BackwardPlayer:
         node = {"label": op.name, "shape": "box", "style": "rounded,filled", "color": colour,
                 "fillcolor": lighten(colour, 0.5), "fontsize": "11", "height": "0.3", "margin": "0.08,0.04"}
         if op.out in self.hidden:
-            node.update(label=f"{op.name} (not seen)", style="rounded,dashed", fillcolor="white",
-                        color=colour if op.tape is not None else CONSUMED)
+            node.update(label=f"{op.name} (not seen)", style="rounded,dashed", fillcolor="white", color=colour)
+            if op.tape is None:  # let go by an earlier backward: grey and dashed, as in every picture
+                node.update(LET_GO)
         elif running:
             node.update(label=f"▶ {op.name}", color=RUNNING, penwidth="3.5", fontname=f"{FONT}-Bold")
         elif ran:
@@ -359,19 +366,22 @@ class BackwardPlayer:
                 node.update(LET_GO)
         return node
 
-    def _legend(self, scene: Scene) -> str:
-        """An HTML-like table: one colour per tape, and the marks the player uses, in the words of
-        every picture (`tapekit.viz.dag`)."""
+    def _legend(self, scene: Scene, running: bool, ran: bool, missing: bool) -> str:
+        """An HTML-like table: one colour per tape, and the marks this step's picture draws (a record
+        ``running``, records that ``ran``, a ``missing`` gradient), in the words of every picture
+        (`tapekit.viz.dag`)."""
         tapes = scene.tapes
         rows = [_row(self.colours.colour(b), tape_text(tapes[b])) for b in self.colours.sorted(tapes)]
         rows += [_row(lighten(CONSUMED, 0.5), text) for text in
                  dict.fromkeys(fate_text(op, scene) for op in scene.ops if op.tape is None)]
         rows += [_row("white", text) for text in marks(scene)]
-        rows += [_row("white", "▶ running now, sending gradients (thick arrows) to its operands"),
-                 _row("white", "✓ already run;  g = the gradient so far (— none yet)")]
+        rows += [_row("white", "▶ running now, sending gradients (thick arrows) to its operands")] if running else []
+        rows += [_row("white", "✓ already run")] if ran else []
+        rows.append(_row("white", "g = the gradient so far (— none yet)"))
         if self.hidden:
             rows.append(_row("white", "(not seen), dashed: in the history, but not on a tape this backward runs"))
-        rows.append(_row("white", "✗ no gradient (the last step says why)", MISSING))
+        if missing:
+            rows.append(_row("white", "✗ no gradient (the last step says why)", MISSING))
         return f'<<TABLE BORDER="0" CELLBORDER="1" CELLSPACING="0" CELLPADDING="3">{"".join(rows)}</TABLE>>'
 
     # -- display -----------------------------------------------------------------------------
