@@ -394,17 +394,17 @@ def raise_spent(tape: Tape) -> None:
 
 def moved_into(tid: int, rec: Record) -> TapeMovedError:
     """The error of a handle (tensor ``tid``) whose OwnedTape the op of ``rec`` moved into its output."""
-    return moved_error(f"{label(tid)}'s OwnedTape", f"`{rec.line()}`", f" (now held by {label(rec.out)})")
+    return moved_error(f"{label(tid)}'s OwnedTape", f"`{rec.line()}`")  # the line names the output
 
 
-def moved_error(who: str, op: str, into: str) -> TapeMovedError:
+def moved_error(who: str, op: str, into: str = "") -> TapeMovedError:
     return TapeMovedError(
         f"{who} was moved into the output of {op}{into}: an OwnedTape has one owner, "
         f"and the op took it. Use the op's output instead, call .retaped() before the op for a second "
         f"branch, or share one tape with ArcTape or UnionTape.")
 
 
-MOVED = SpentTape(moved_error, "this OwnedTape", "an op", "")  # what an operand keeps: see MovedTape
+MOVED = SpentTape(moved_error, "this OwnedTape", "an op")  # what an operand keeps: see MovedTape
 
 
 def consumed_of(tid: int, by: str) -> TapeConsumedError:
