@@ -182,7 +182,7 @@ def _tensors(local_vars: dict[str, Any], named: dict[str, int]) -> dict[str, Ten
         elif isinstance(value, (list, tuple)):
             found.update((f"{key}[{i}]", v) for i, v in enumerate(value) if isinstance(v, Tensor))
     for key, value in found.items():
-        if name_of(value.id) is None:  # so tapekit's own messages about this run say x, not #12
+        if name_of(value.id) is None:  # so tapekit's own messages about this run say x, not t12
             name, n = key, 1
             while named.get(name, value.id) != value.id:
                 n += 1
