@@ -283,6 +283,11 @@ class Tensor:
     # comparisons (and &, |, ~ of their masks) give boolean tensors on no tape (they have no
     # gradient), usable as masks and in tk.where; tensors stay hashable by identity, as in PyTorch
     def _compare(self, other: Any, fn: str) -> "Tensor":
+        """A comparison or a mask operator (``&``, ``|``): a tensor on no tape, with no gradient."""
+        if fn in ("__and__", "__or__"):
+            _mask_operand(self, fn)
+            if isinstance(other, Tensor):
+                _mask_operand(other, fn)
         if isinstance(other, Tensor):
             if other.device is not self.device:
                 ops.core.check_devices((self, other), fn.strip("_"))
@@ -291,6 +296,8 @@ class Tensor:
             other = ops.core.host_constant(other, fn.strip("_"), self)
         elif not isinstance(other, (int, float, bool, np.number, np.bool_)):
             return NotImplemented
+        if hasattr(other, "shape"):
+            ops.core.broadcast_shape(self.shape, tuple(other.shape), fn.strip("_"))  # a ShapeError naming both
         return Tensor(self.device.count(getattr(self.data, fn)(other)), self.device)
 
     def __eq__(self, other: Any) -> "Tensor":  # type: ignore[override]
@@ -318,6 +325,7 @@ class Tensor:
         return self._compare(other, "__or__")
 
     def __invert__(self) -> "Tensor":
+        _mask_operand(self, "__invert__")
         return Tensor(self.device.count(~self.data), self.device)
 
     __hash__ = object.__hash__
@@ -565,6 +573,13 @@ class Tensor:
 
     # -- methods of the linear algebra ops (tapekit.ops.linalg) ------------------------------
     # (end of linalg methods)
+
+
+def _mask_operand(t: "Tensor", fn: str) -> None:
+    """``DTypeError`` for a float operand of ``&``, ``|`` or ``~``, which combine truth values (masks)."""
+    if is_floating(t.dtype):
+        raise DTypeError(f"{fn.strip('_')} combines truth values (masks, such as x > 0) or integers, but {t.label} "
+                         f"has dtype {dtype_name(t.dtype)}: compare first (x > 0), or use tk.where for a choice")
 
 
 def _numpy_keywords(method: str, dtype: Any, out: Any) -> None:

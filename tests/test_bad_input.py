@@ -998,3 +998,17 @@ def test_an_update_refuses_gradients_it_cannot_use_before_changing_anything():
     assert "other parameters were updated" not in str(err.value)
     assert all(np.array_equal(p.numpy(), b) for p, b in zip(model.parameters(), before))
     assert all(state["t"] == 0 for _, state in opt._state.values())
+
+
+def test_comparisons_and_masks_of_unfit_operands_raise_tapekit_errors():
+    """numpy's ValueError and TypeError leaked: a ShapeError naming both shapes, a DTypeError for a
+    mask operator on floats."""
+    dev = tk.Cpu()
+    a, b = dev.randn((2, 3)), dev.randn((4,))
+    with pytest.raises(tk.ShapeError, match=r"\(2, 3\).*\(4,\)"):
+        a > b
+    for mask in (lambda: a & a, lambda: a | (a > 0), lambda: ~a):
+        with pytest.raises(tk.DTypeError, match="truth values"):
+            mask()
+    m = a > 0
+    assert (~m).dtype == m.dtype and (m & (a < 1)).dtype == m.dtype
