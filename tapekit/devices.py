@@ -102,7 +102,7 @@ def _short(data: Any) -> str:
 
 def _shape(shape: int | Sequence[int]) -> tuple[int, ...]:
     try:
-        dims = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(s) for s in shape)
+        dims = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(operator.index(s) for s in shape)
         ok = not isinstance(shape, (str, bytes)) and all(n >= 0 for n in dims)
     except (TypeError, ValueError):
         ok = False

@@ -1012,3 +1012,15 @@ def test_comparisons_and_masks_of_unfit_operands_raise_tapekit_errors():
             mask()
     m = a > 0
     assert (~m).dtype == m.dtype and (m & (a < 1)).dtype == m.dtype
+
+
+def test_a_size_that_is_not_an_int_is_refused_not_truncated():
+    """reshape(2.7, 3), broadcast_to((2.5, 3)) and dev.zeros((2.5, 3)) gave shape (2, 3); reshape(1.5, 4)
+    said it could not reshape to (1, 4), hiding the cause."""
+    dev = tk.Cpu()
+    a = dev.randn((2, 3))
+    for call in (lambda: a.reshape(2.7, 3), lambda: a.reshape(1.5, 4), lambda: a.broadcast_to((2.5, 3)),
+                 lambda: dev.zeros((2.5, 3))):
+        with pytest.raises(tk.InvalidArgumentError, match="int"):
+            call()
+    assert a.reshape(np.int64(3), 2).shape == (3, 2)

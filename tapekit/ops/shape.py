@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import math
 import numbers
+import operator
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -32,7 +33,7 @@ def _reshaped_back(g: Any, xp: Any, shape: tuple[int, ...]) -> Any:
 
 
 def _target_shape(old: tuple[int, ...], new: Sequence[int]) -> tuple[int, ...]:
-    new = tuple(int(n) for n in new)
+    new = sizes(new, "reshape")
     known = math.prod(n for n in new if n != -1)
     if new.count(-1) > 1 or (-1 in new and (known == 0 or math.prod(old) % known)) or \
             (-1 not in new and known != math.prod(old)) or any(n < -1 for n in new):
@@ -115,7 +116,7 @@ def moveaxis(xp, x, source, destination):
 def broadcast_to(t: Tensor, shape: Sequence[int]) -> Tensor:
     """``t`` stretched to ``shape`` as numpy broadcasts; the gradient sums over the stretched axes.
     Forward rule (JVP): the tangent stretched alike."""
-    shape = tuple(int(n) for n in shape)
+    shape = sizes(shape, "broadcast_to")
     if broadcast_shape(t.shape, shape, "broadcast_to") != shape:
         raise ShapeError(f"broadcast_to: {t.shape} cannot be broadcast to {shape}")
     xp = t.device.xp
@@ -509,6 +510,15 @@ def _middle(g: Any, inner: tuple) -> Any:
 
 
 # -- helpers -----------------------------------------------------------------------------------
+def sizes(shape: Sequence[Any], op: str) -> tuple[int, ...]:
+    """A shape's sizes as Python ints; ``InvalidArgumentError`` for one that is not an int (2.7 is
+    not truncated to 2)."""
+    try:
+        return tuple(operator.index(n) for n in shape)
+    except TypeError:
+        raise InvalidArgumentError(f"{op}: sizes must be ints, got {tuple(shape)!r}") from None
+
+
 def _ints(value: Any, op: str, what: str) -> tuple[int, ...]:
     """``value`` (an int or a sequence of ints) as a tuple of Python ints."""
     items = value.numpy() if isinstance(value, Tensor) else np.asarray(value)
