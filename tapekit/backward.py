@@ -93,6 +93,7 @@ def _run(records: list[Record], planned: Planned, outputs: Sequence[Tensor], see
     for out, seed in zip(outputs, seeds):
         found.seed(out.id, seed)
     chain_rule(records, found)
+    found.check_held()
     return found
 
 
@@ -323,6 +324,19 @@ class Found:
                 grads.accumulate(tid, arr, device)
         device.allocations += self.fresh
         device.allocated_bytes += self.fresh_bytes
+
+    def check_held(self) -> None:
+        """``ShapeError``, with nothing changed, for an entry the tapes held (a ``Gradients`` given to
+        a tape) whose shape is not that of the gradient found for its tensor: summed, it would fail
+        once the tapes were drained, or broadcast into a gradient of another shape."""
+        for tid, held in self.held.items():
+            got = self.arrays.get(tid)
+            if got is not None and tid not in self.filled and tuple(held.shape) != tuple(got.shape):
+                self.undo()
+                raise ShapeError(f"the gradient entry of {label(tid)} that its tape held has shape "
+                                 f"{tuple(held.shape)}, but {label(tid)} has {tuple(got.shape)}: the Gradients given "
+                                 f"to the tape hold another tensor's entry. Nothing changed; give the tape "
+                                 f"model.alloc_grads(), or Gradients of this tensor's backward.")
 
     def undo(self) -> None:
         """Zero the buffers rules wrote into again: the tapes' entries are as they were."""

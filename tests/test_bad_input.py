@@ -1024,3 +1024,19 @@ def test_a_size_that_is_not_an_int_is_refused_not_truncated():
         with pytest.raises(tk.InvalidArgumentError, match="int"):
             call()
     assert a.reshape(np.int64(3), 2).shape == (3, 2)
+
+
+@pytest.mark.parametrize("shape", [(5,), (1,), (2, 3)])
+@pytest.mark.parametrize("policy", [tk.UnionTape, tk.ArcTape, tk.OwnedTape])
+def test_a_gradient_entry_of_another_shape_is_refused_before_the_tape_changes(shape, policy):
+    """An entry of (5,) raised numpy's ValueError after the backward drained the tape; one of (1,) or
+    (2, 3) broadcast into a gradient of the wrong shape."""
+    dev = tk.Cpu()
+    x = dev.randn((3,), dtype="float64")
+    g = tk.Gradients()
+    g.accumulate(x.id, np.zeros(shape), dev)
+    loss = (x.trace(policy(grads=g)) * 2.0).sum()
+    before = repr(loss.tape)
+    with pytest.raises(tk.ShapeError, match=r"\(3,\)"):
+        loss.backward()
+    assert repr(loss.tape) == before
