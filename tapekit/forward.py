@@ -195,7 +195,11 @@ def tangent_of(primal: Tensor, tangent: Any, what: str) -> Any:
     elif isinstance(tangent, type(primal.data)):  # an array of the primal's namespace already
         data = tangent
     else:
-        data = device.from_numpy(np.asarray(tangent, dtype=np.float64))
+        try:
+            data = device.from_numpy(np.asarray(tangent, dtype=np.float64))
+        except (TypeError, ValueError):
+            raise InvalidArgumentError(f"{what} is a {type(tangent).__name__}, not numbers: give a tensor, an array "
+                                       f"or a number per value of its primal") from None
     if tuple(data.shape) != primal.shape:
         raise ShapeError(f"{what} has shape {tuple(data.shape)} but its primal has {primal.shape}; a "
                          f"tangent is a direction in the primal's space, of its shape")

@@ -1040,3 +1040,16 @@ def test_a_gradient_entry_of_another_shape_is_refused_before_the_tape_changes(sh
     with pytest.raises(tk.ShapeError, match=r"\(3,\)"):
         loss.backward()
     assert repr(loss.tape) == before
+
+
+def test_a_tangent_or_a_model_of_the_wrong_kind_is_refused_with_a_tapekit_error():
+    dev = tk.Cpu(default_dtype="float64")
+    x = dev.tensor([1.0, 2.0])
+    with pytest.raises(tk.InvalidArgumentError, match="tangent"):
+        tk.jvp(lambda t: t * t, (x,), ("a",))
+    with pytest.raises(tk.InvalidArgumentError, match="v"):
+        tk.hvp(lambda t: (t * t).sum(), x, "abc")
+    model = tk.nn.Linear(2, 1, device=dev, dtype="float64")
+    grads = model.trace(tk.UnionTape())(dev.tensor([[1.0, 2.0]])).sum().backward()
+    with pytest.raises(tk.InvalidArgumentError, match="Module"):
+        tk.optim.Sgd(model, lr=0.1).update("model", grads)
