@@ -76,3 +76,32 @@ def test_booleans_stay_boolean_and_where_takes_two_numbers(dev):
     assert tk.devices.dtype_name(mask.dtype) == "bool"
     assert host(tk.where(mask, 1, 3)).tolist() == [1.0, 3.0]
     assert tk.devices.dtype_name(dev.tensor([1, 2]).dtype) == "float32"  # numbers in a list are values
+
+
+@pytest.mark.parametrize("create_graph", [False, True])
+def test_a_gradient_has_its_tensors_dtype_beside_an_operand_of_another(create_graph):
+    """As in PyTorch and JAX: float32 x times a float64 c is float64, and x's gradient is float32
+    (it was float64, the dtype of the product's)."""
+    dev = tk.Cpu()
+    x = dev.tensor([1.0, 2.0], dtype="float32")
+    c = dev.tensor([3.0, 4.0], dtype="float64")
+    xt = x.trace(tk.UnionTape())
+    g = ((xt * c).sum() + (c * xt.exp()).sum()).backward(create_graph=create_graph)
+    for t in (x, c):
+        got = g[t].data if create_graph else g[t]
+        assert got.dtype == t.dtype, (t.label, got.dtype)
+    np.testing.assert_allclose(np.asarray(g[x].data if create_graph else g[x]), [3 + 3 * np.e, 4 + 4 * np.e ** 2],
+                               rtol=1e-6)
+
+
+def test_a_compiled_step_gives_a_gradient_its_tensors_dtype_as_eager():
+    dev = tk.Cpu()
+    c = dev.tensor([3.0, 4.0], dtype="float64")
+
+    def step(x):
+        return ((x.trace(tk.UnionTape()) * c).sum()).backward()[x]
+
+    compiled, x = tk.compile(step), dev.tensor([1.0, 2.0], dtype="float32")
+    for _ in range(2):
+        got = compiled(x)
+        assert got.dtype == x.dtype and np.array_equal(host(got), host(step(x)))

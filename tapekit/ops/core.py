@@ -89,8 +89,10 @@ def _make_record(rid: int, name: str, inputs: Sequence[Any], rules: Sequence[Cal
         a, b = inputs
         ids, shapes, first = (a.id, b.id), (a.data.shape, b.data.shape), a._record
         others = None if b._record is None else (b._record,)
+        if a.data.dtype is not b.data.dtype:  # float32 beside float64 (operands of one dtype give it)
+            rules = _cast_back(rules, inputs, out.dtype)
     else:
-        ids, shapes, first, others, rules = _operands_of_many(inputs, rules)
+        ids, shapes, first, others, rules = _operands_of_many(inputs, rules, out.dtype)
         links = None  # a declared link may name a number here: find them
     if links is None:
         links = saved_links(saved, (made, *(t.data if isinstance(t, Tensor) else None for t in inputs))) if saved else 0
@@ -149,10 +151,41 @@ def shared(key: tuple) -> tuple:
     return got
 
 
-def _operands_of_many(inputs: Sequence[Any], rules: Sequence[Callable]) -> tuple:
+def _cast_back(rules: Sequence[Callable | None], inputs: Sequence[Any], dtype: Any) -> tuple:
+    """The rules, each casting its gradient to its operand's float dtype where that is not the
+    output's (float32 beside float64: a float32 gradient, as in PyTorch and JAX)."""
+    return tuple(CastBack(rule, t.data.dtype) if rule is not None and isinstance(t, Tensor) and
+                 t.data.dtype != dtype and is_floating(t.data.dtype) else rule for rule, t in zip(rules, inputs))
+
+
+class CastBack:
+    """A rule whose gradient is cast to its operand's dtype: by the array's namespace, or, in a
+    recorded backward, by tapekit's ``astype`` op, whose own rule casts back."""
+
+    __slots__ = ("rule", "dtype")
+
+    def __init__(self, rule: Callable, dtype: Any) -> None:
+        self.rule, self.dtype = rule, dtype
+
+    def __call__(self, g: Any, *saved: Any) -> Any:
+        part = self.rule(g, *saved)
+        if part.dtype == self.dtype:
+            return part
+        if isinstance(part, Tensor):
+            from ..namespace import astype  # the op: a recorded backward stays differentiable
+            return astype(part, self.dtype) if part.tape is not None else Tensor(
+                part.device.xp.astype(part.data, self.dtype), part.device)
+        astype = getattr(part, "astype", None)  # numpy's, CuPy's and a tk.compile tracer's method
+        return astype(self.dtype) if astype is not None else part.__array_namespace__().astype(part, self.dtype)
+
+
+def _operands_of_many(inputs: Sequence[Any], rules: Sequence[Callable], dtype: Any) -> tuple:
     """Ids, shapes, first parent, other parents and rules of an op with numbers among its operands,
-    or more than two operands (a number's id, shape and rule: None, (), None)."""
+    or more than two operands (a number's id, shape and rule: None, (), None; rules cast back to
+    their operand's dtype where tensors of several meet: ``_cast_back``)."""
     tensors = [t if isinstance(t, Tensor) else None for t in inputs]
+    if len(inputs) > 2 and len({t.data.dtype for t in tensors if t is not None}) > 1:  # a number takes the tensor's
+        rules = _cast_back(rules, inputs, dtype)
     parents = tuple(None if t is None else t._record for t in tensors)
     return (tuple(None if t is None else t.id for t in tensors),
             tuple(() if t is None else t.data.shape for t in tensors), parents[0],
