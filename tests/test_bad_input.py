@@ -1053,3 +1053,15 @@ def test_a_tangent_or_a_model_of_the_wrong_kind_is_refused_with_a_tapekit_error(
     grads = model.trace(tk.UnionTape())(dev.tensor([[1.0, 2.0]])).sum().backward()
     with pytest.raises(tk.InvalidArgumentError, match="Module"):
         tk.optim.Sgd(model, lr=0.1).update("model", grads)
+
+
+def test_an_ops_number_parameter_that_is_not_a_number_is_refused():
+    """numpy's UFuncTypeError or Python's TypeError leaked."""
+    dev = tk.Cpu()
+    a = dev.randn((2, 3)).trace(tk.UnionTape())
+    before = len(a.tape)
+    for call in (lambda: a.clip("a", None), lambda: tk.leaky_relu(a, "x"), lambda: tk.elu(a, None),
+                 lambda: tk.power(a, "x")):
+        with pytest.raises(tk.InvalidArgumentError, match="number"):
+            call()
+    assert len(a.tape) == before

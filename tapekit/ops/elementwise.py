@@ -53,6 +53,7 @@ def power(xp, x, p: float):
     """``x ** p`` for a number ``p``. Gradient ``p * x ** (p - 1)``; 0 for ``p == 0`` (also at 0),
     and at ``x == 0``: 1 for ``p == 1``, 0 for ``p > 1``, ``inf`` for ``0 < p < 1``, ``-inf`` for
     ``p < 0``, as in PyTorch. An integer tensor to a negative integer power is a ``DTypeError``."""
+    _number(p, "power", "p")
     refuse_negative_integer_power(xp, x, p)
     return x ** p, (xp, x, p)
 
@@ -236,6 +237,7 @@ def relu(xp, x):
 def leaky_relu(xp, x, negative_slope: float = 0.01):
     """``x`` where ``x > 0``, else ``negative_slope * x``; gradient 1 where ``x > 0``, else
     ``negative_slope``: ``negative_slope`` at 0 (as in PyTorch)."""
+    _number(negative_slope, "leaky_relu", "negative_slope")
     pos = x > 0
     return xp.where(pos, x, negative_slope * x), (xp, pos, negative_slope)
 
@@ -244,6 +246,7 @@ def leaky_relu(xp, x, negative_slope: float = 0.01):
 def elu(xp, x, alpha: float = 1.0):
     """``x`` where ``x > 0``, else ``alpha * (exp(x) - 1)``; gradient 1 where ``x > 0``, else
     ``alpha * exp(x)``: ``alpha`` at 0 (as in PyTorch)."""
+    _number(alpha, "elu", "alpha")
     pos = x > 0
     below = xp.minimum(x, 0.0)  # exp of a positive x could overflow
     return xp.where(pos, x, alpha * xp.expm1(below)), (xp, x, pos, alpha)
@@ -342,9 +345,18 @@ def clip(xp, x, low: float | None = None, high: float | None = None):
     in PyTorch), else 0. At least one bound must be given."""
     if low is None and high is None:
         raise InvalidArgumentError("clip needs a bound: give low, high or both, as in x.clip(0.0, None)")
+    for bound, name in ((low, "low"), (high, "high")):
+        if bound is not None:
+            _number(bound, "clip", name)
     inside = xp.ones_like(x) > 0
     if low is not None:
         inside = inside & (x >= low)
     if high is not None:
         inside = inside & (x <= high)
     return xp.clip(x, low, high), (xp, inside)
+
+
+def _number(value: object, op: str, name: str) -> None:
+    """``InvalidArgumentError`` unless an op's parameter is a real number (or an array of them)."""
+    if not hasattr(value, "dtype") and (isinstance(value, bool) or not isinstance(value, numbers.Real)):
+        raise InvalidArgumentError(f"{op}: {name} must be a number, got {value!r}")
