@@ -169,7 +169,12 @@ def _like(other: Any, t: Tensor, loss: str, what: str) -> Tensor:
     """``other`` as a tensor of ``t``'s shape on ``t``'s device (numbers and arrays are converted)."""
     _check_first(t, loss, "predictions")
     if not isinstance(other, Tensor):
-        other = t.device.tensor(np.asarray(other, dtype=np.float64), dtype=t.dtype)
+        try:
+            values = np.asarray(other, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise InvalidArgumentError(f"{loss}: the {what} must be numbers (a tensor, an array or a list), got "
+                                       f"{type(other).__name__} {str(other)[:40]}") from None
+        other = t.device.tensor(values, dtype=t.dtype)
     if other.shape != t.shape:
         raise ShapeError(f"{loss}: the {what} has shape {other.shape} but the prediction has {t.shape}; give "
                          f"them one shape (a broadcast here would silently compare the wrong values)")

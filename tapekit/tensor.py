@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from .devices import dtype_name, is_floating
-from .errors import DTypeError, InvalidArgumentError, OperandError, TapeError, TapePolicyError
+from .errors import DTypeError, InvalidArgumentError, OperandError, ShapeError, TapeError, TapePolicyError
 from .ids import label, name_of, next_id, set_name
 from .tapes import NoneTape, OwnedTape, Tape
 from .tapes.base import MOVED, MovedTape
@@ -82,7 +82,8 @@ class Tensor:
 
     def __len__(self) -> int:
         if self.ndim == 0:
-            raise TypeError("len() of a 0-d tensor")
+            raise OperandError(f"len() of a 0-d tensor ({self.label}): it has one value and no first axis; read "
+                               f"it with .item()")  # a TypeError, as Python's protocol says
         return self.shape[0]
 
     def __repr__(self) -> str:
@@ -187,7 +188,8 @@ class Tensor:
 
     def item(self) -> float:
         if self.size != 1:
-            raise ValueError(f"item() needs a tensor of one value, this one has shape {self.shape}")
+            raise ShapeError(f"item() needs a tensor of one value, {self.label} has shape {self.shape}: reduce it "
+                             f"first (.sum(), .mean()) or index one value")
         return self.numpy().reshape(()).item()
 
     def tolist(self) -> Any:

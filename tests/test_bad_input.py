@@ -1065,3 +1065,17 @@ def test_an_ops_number_parameter_that_is_not_a_number_is_refused():
         with pytest.raises(tk.InvalidArgumentError, match="number"):
             call()
     assert len(a.tape) == before
+
+
+def test_more_bad_input_raises_tapekit_errors_that_say_what_to_do():
+    """Python's and numpy's errors leaked from these (found by an audit)."""
+    dev = tk.Cpu()
+    a = dev.randn((3, 4))
+    with pytest.raises(tk.ShapeError, match="one value"):
+        a.item()
+    with pytest.raises(tk.OperandError, match="0-d"):  # a TypeError, as len() raises for an unsized object
+        len(dev.tensor(1.0))
+    with pytest.raises(tk.ShapeError, match="empty"):
+        dev.zeros((0, 3)).max(axis=0)
+    with pytest.raises(tk.InvalidArgumentError, match="numbers"):
+        tk.mse_loss(a, [["a"] * 4] * 3)

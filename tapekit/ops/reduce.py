@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from typing import Any, Callable
 
-from ..errors import AxisError, InvalidArgumentError, checked_number
+from ..errors import AxisError, InvalidArgumentError, ShapeError, checked_number
 from ..tensor import Tensor
 from .core import LINEAR, forward_of, normalize_axes, unary
 
@@ -92,6 +92,9 @@ def _shares(xp, axes, x, y):
 
 def _extremum(pick: Callable, xp: Any, x: Any, axis: Any, keepdims: bool, op: str) -> tuple:
     axes = normalize_axes(axis, x.ndim, op)
+    if 0 in [x.shape[a] for a in (range(x.ndim) if axes is None else axes)]:  # (this module's any is an op)
+        raise ShapeError(f"{op} over an empty axis of a tensor of shape {tuple(x.shape)} has no value; reduce over "
+                         f"axes that hold values")
     y = pick(x, axis=axes, keepdims=True)
     return _reduced(y, xp, x.shape, axes, keepdims), (xp, axes, keepdims, x, y)
 
