@@ -50,7 +50,8 @@ class Optimizer:
     def update(self, model: Module, grads: Gradients) -> None:
         """One step for every parameter of ``model`` that has an entry in ``grads``."""
         if not isinstance(model, Module):
-            raise InvalidArgumentError(f"update takes the Module whose parameters to step, got a {type(model).__name__}")
+            raise InvalidArgumentError(f"update takes the Module whose parameters to step, got a "
+                                       f"{type(model).__name__}")
         if not isinstance(grads, Gradients):
             raise InvalidArgumentError(f"update takes the Gradients a backward returned, got a {type(grads).__name__}")
         ready, missing = [], []

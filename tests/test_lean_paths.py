@@ -130,7 +130,8 @@ def test_a_moved_handle_names_its_op_when_it_is_used_and_not_a_holder_that_goes_
     y = x * 2.0
     y.name = "y"  # named after the move: the message is written when it is raised
     y.exp()
-    with pytest.raises(tk.TapeMovedError, match=r"x's OwnedTape was moved into the output of `y = mul\(x, const\)`: ") as err:
+    moved = r"x's OwnedTape was moved into the output of `y = mul\(x, const\)`: "
+    with pytest.raises(tk.TapeMovedError, match=moved) as err:
         x + 1.0
     assert "held by" not in str(err.value)
 

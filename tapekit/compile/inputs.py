@@ -274,8 +274,9 @@ class Inputs:
         """A list, tuple or dict reached by name: all its items walked where the first is a tensor,
         module, optimizer, gradients or device; of another dict, the values under the keys the code
         names (``config["lr"]``), or all of them where it has at most ``_SHORT`` and the code iterates
-        a dict's items or values (loss weights); of another list or tuple, its length, and its items where it has at
-        most ``_SHORT`` (``betas[0]``): a longer one is data, a constant of the program, as an array is."""
+        a dict's items or values (loss weights); of another list or tuple, its length, and its items
+        where it has at most ``_SHORT`` (``betas[0]``): a longer one is data, a constant of the
+        program, as an array is."""
         if isinstance(obj, dict):
             iterated = len(obj) <= _SHORT and not self._read.isdisjoint(("items", "values"))  # for k, w in d.items()
             if iterated or isinstance(next(iter(obj.values())), _FOUND):
