@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import html
 import re
+import textwrap
 import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -442,8 +443,11 @@ def _escape(text: str) -> str:
     return text
 
 
+ROW_WIDTH = 64  # characters to a line of the legend: as wide as the program's picture, not wider
+
+
 def _row(swatch: str, text: str, ink: str | None = None) -> str:
-    text = "<BR/>".join(html.escape(line) for line in text.split("\n"))
+    text = "<BR/>".join(html.escape(part) for line in text.split("\n") for part in textwrap.wrap(line, ROW_WIDTH))
     text = text if ink is None else f'<FONT COLOR="{ink}">{text}</FONT>'
     return f'<TR><TD BGCOLOR="{swatch}" WIDTH="18"></TD><TD ALIGN="LEFT" BALIGN="LEFT">{text}</TD></TR>'
 
