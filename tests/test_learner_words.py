@@ -22,25 +22,34 @@ def legend(fig) -> list[str]:
     return [t.get_text() for t in fig.legends[0].get_texts()]
 
 
-# -- 1: the partition plot's legend says what happened to a record no tape holds ----------------
-def test_partition_legend_says_a_record_was_dropped_with_its_tape():
+def _dropped() -> tk.Tensor:
+    """An output whose history holds a record dropped with its tape: no tensor held the tape."""
     x = DEV.tensor([1.0, 2.0], name="x").trace(tk.ArcTape())
     y = x * 2.0
     y2 = y.retaped()  # its history keeps y's record, on x's tape
     del x, y
     gc.collect()  # nothing holds x's tape any more: the record is dropped with it
-    out = y2 * 3.0
-    words = legend(tk.viz.plot_partition(tk.viz.snapshot(out)))
+    return y2 * 3.0
+
+
+def _let_go() -> tk.Tensor:
+    """An output whose history holds a record a backward let go."""
+    x = DEV.tensor([1.0, 2.0], name="x").trace(tk.ArcTape())
+    y = x * 2.0
+    y2 = y.retaped()
+    (y * 1.0).sum().backward()  # lets go of y's record
+    return y2 * 3.0
+
+
+# -- 1: the partition plot's legend says what happened to a record no tape holds ----------------
+def test_partition_legend_says_a_record_was_dropped_with_its_tape():
+    words = legend(tk.viz.plot_partition(tk.viz.snapshot(_dropped())))
     assert any("dropped with its tape" in w for w in words), words
     assert not any("let go by a backward" in w for w in words), words
 
 
 def test_partition_legend_says_a_record_was_let_go_by_a_backward():
-    x = DEV.tensor([1.0, 2.0], name="x").trace(tk.ArcTape())
-    y = x * 2.0
-    y2 = y.retaped()
-    (y * 1.0).sum().backward()  # lets go of y's record
-    words = legend(tk.viz.plot_partition(tk.viz.snapshot(y2 * 3.0)))
+    words = legend(tk.viz.plot_partition(tk.viz.snapshot(_let_go())))
     assert any("let go by a backward" in w for w in words), words
     assert not any("dropped" in w for w in words), words
 
@@ -49,11 +58,7 @@ def test_partition_plot_draws_records_no_tape_holds_grey_and_dashed_as_the_dag_d
     """Not hatched: the hatch is for history on another tape the output does not hold."""
     from matplotlib.colors import to_hex
     from tapekit.viz.palette import GONE_FILL
-    x = DEV.tensor([1.0, 2.0], name="x").trace(tk.ArcTape())
-    y = x * 2.0
-    y2 = y.retaped()
-    (y * 1.0).sum().backward()  # lets go of y's record
-    fig = tk.viz.plot_partition(tk.viz.snapshot(y2 * 3.0))
+    fig = tk.viz.plot_partition(tk.viz.snapshot(_let_go()))
     grey = [p for ax in fig.axes for p in ax.patches if to_hex(p.get_facecolor()) == GONE_FILL.lower()]
     swatch = [h for h in fig.legends[0].get_patches() if "let go" in h.get_label()]
     assert grey and swatch, "a bar and a legend swatch for the let-go record"
@@ -133,13 +138,7 @@ def test_a_missing_gradient_tells_untraced_from_not_on_the_way_to_the_output(mak
 def test_a_record_dropped_with_its_tape_is_not_advised_retain():
     """A record whose tape no tensor held is gone with it: no backward let it go, so keeping the
     records with retain=True cannot help; tk.explain says to keep a tensor that holds the tape."""
-    import gc
-    x = DEV.tensor([1.0, 2.0], name="x").trace(tk.ArcTape())
-    y = x * 2.0
-    y2 = y.retaped()
-    del x, y
-    gc.collect()
-    text = str(tk.explain(y2 * 3.0))
+    text = str(tk.explain(_dropped()))
     assert "retain=True" not in text and "Keep a tensor that holds their tape" in text, text
 
 
@@ -212,12 +211,7 @@ def test_the_dag_legend_shows_grad_marks_only_as_the_picture_uses_them():
 
 
 def test_a_dropped_record_is_worded_alike_in_the_dag_and_the_partition_plot():
-    x = DEV.tensor([1.0, 2.0], name="x").trace(tk.ArcTape())
-    y = x * 2.0
-    y2 = y.retaped()
-    del x, y
-    gc.collect()
-    out = y2 * 3.0
+    out = _dropped()
     assert "dropped with its tape (no tensor held it)" in tk.viz.dag(out).source.replace("<BR/>", " ")
 
 
