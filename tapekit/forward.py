@@ -227,7 +227,12 @@ def holds_older_tape(out: Any, first: int) -> bool:
     """Whether ``out`` is a tensor holding records of a tape born before ``first``: the function
     that made it used a tensor traced before it began."""
     tape = out.tape if isinstance(out, Tensor) else None
-    return tape is not None and getattr(tape, "_spent", None) is None and min(tape._store()._parts()) < first
+    return tape is not None and getattr(tape, "_spent", None) is None and _born_before(tape, first)
+
+
+def _born_before(tape: Any, first: int) -> bool:
+    """Whether ``tape`` holds records of a tape (one it merged with, too) born before ``first``."""
+    return min(tape._store()._parts()) < first
 
 
 def refuse_traced_outside(name: str, inputs: Sequence[Any]) -> None:
@@ -235,11 +240,13 @@ def refuse_traced_outside(name: str, inputs: Sequence[Any]) -> None:
     traced outside the forward pass (its tape born before the pass began): its tangents, computed on
     arrays, carry no dependence on that tensor, so a gradient through them would be a silent zero.
     Refused before the op records, so the outer tape is left as it was. A GlobalTape block's tape,
-    which takes every op, is not refused."""
+    which takes every op, is not refused; nor is anything outside this context's ``jvp``."""
+    if _tangents.get() is None:
+        return
     first = _first.get()
     for t in inputs:
         tape = getattr(t, "_tape", None)
-        if tape is not None and tape.policy != "global" and min(tape._store()._parts()) < first:
+        if tape is not None and tape.policy != "global" and _born_before(tape, first):
             raise TracedOutsideError(
                 f"jvp: f used {t.label} (in op {name}), traced outside it on tape {tape.label}, and forward mode "
                 f"records no tangent, so the tangents would not depend on {t.label}: a gradient through them would "

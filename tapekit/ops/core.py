@@ -61,7 +61,7 @@ def emit(name: str, out: Any, inputs: Sequence[Any], rules: Sequence[Callable], 
     if not tapes:  # no operand carries a tape: inference records nothing
         result = Tensor(out, device)
         return forward.carry(result, name, inputs, rules, saved, jvp) if forward.on else result
-    if forward.on and forward._tangents.get() is not None:
+    if forward.on:
         forward.refuse_traced_outside(name, inputs)
     rid = next_id()
     result = Tensor(out, device)
@@ -171,10 +171,9 @@ class CastBack:
         part = self.rule(g, *saved)
         if part.dtype == self.dtype:
             return part
-        if isinstance(part, Tensor):
-            from ..namespace import astype  # the op: a recorded backward stays differentiable
-            return astype(part, self.dtype) if part.tape is not None else Tensor(
-                part.device.xp.astype(part.data, self.dtype), part.device)
+        if isinstance(part, Tensor):  # a recorded backward's: cast by the namespace its rules compute with
+            from ..namespace import TensorNamespace  # (which imports the ops)
+            return TensorNamespace(part.device).astype(part, self.dtype)
         astype = getattr(part, "astype", None)  # numpy's, CuPy's and a tk.compile tracer's method
         return astype(self.dtype) if astype is not None else part.__array_namespace__().astype(part, self.dtype)
 
