@@ -37,8 +37,9 @@ class GlobalTape(SharedTape):
         if self not in stack:
             raise TapePolicyError(f"GlobalTape {self.label}'s block is not open here: close a block with the "
                                   f"`with` statement that opened it")
-        opened = stack[stack.index(self):]
-        _active.set(stack[:stack.index(self)])  # the blocks opened inside this one cannot outlive it
+        at = stack.index(self)
+        opened = stack[at:]
+        _active.set(stack[:at])  # the blocks opened inside this one cannot outlive it
         if len(opened) > 1:
             inside = ", ".join(tape.label for tape in opened[1:])
             raise TapePolicyError(f"GlobalTape blocks must close in the order they were opened: {inside}, opened "

@@ -79,17 +79,17 @@ def check_one_policy(holders: Sequence[Any], tapes: Sequence[Tape], what: str) -
     """``TapePolicyError`` unless every tape (carried by the tensor beside it) has one policy."""
     for t, tape in zip(holders[1:], tapes[1:]):
         if type(tape) is not type(tapes[0]):
-            first, other = (holders[0], tapes[0]), (t, tape)
-            mine, theirs = (first, other) if tapes[0]._transform else (other, first)
-            if mine[1]._transform:
-                raise TapePolicyError(_mixed_with_a_transform(what, *mine, *theirs))
+            if tapes[0]._transform or tape._transform:
+                raise TapePolicyError(_mixed_with_a_transform(what, (holders[0], tapes[0]), (t, tape)))
             raise TapePolicyError(
                 f"{what}: {label(holders[0].id)} carries {_a(type(tapes[0]).__name__)} and {label(t.id)} "
                 f"{_a(type(tape).__name__)}; one call cannot mix tape policies. Trace both with the same policy.")
 
 
-def _mixed_with_a_transform(what: str, arg: Any, own: Tape, other: Any, tape: Tape) -> str:
-    """The policy error of an op inside ``tk.grad`` (``tk.vjp``) whose function met a tensor traced outside."""
+def _mixed_with_a_transform(what: str, a: tuple[Any, Tape], b: tuple[Any, Tape]) -> str:
+    """The policy error of an op inside ``tk.grad`` (``tk.vjp``) whose function met a tensor traced
+    outside: ``a`` and ``b`` are (tensor, tape), one of them a transform's argument on its own tape."""
+    (arg, own), (other, tape) = (a, b) if a[1]._transform else (b, a)
     transform = own._transform
     label_all([arg.id, other.id])
     letter_all([*own._named(), *tape._named()])  # named in the order they were made, as everywhere

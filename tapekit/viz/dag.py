@@ -114,9 +114,9 @@ def tensor_style(view: TensorView, colours: TapeLooks, fill: float = 0.6) -> dic
     tensor an op made filled in its tape's colour and, when it is drawn as an output, bold with a
     thick outline in the colour of the tape it carries; a missing gradient red."""
     if view.leaf:
-        tape = view.outline if view.outline is not None or view.reader_gone else view.carries
-        return {"shape": "record", "style": "filled", "fillcolor": "white", "penwidth": "1.5",
-                "color": colours.colour(tape) if tape is not None or view.reader_gone else INK,
+        tape = view.outline if view.outline is not None else view.carries
+        outline = CONSUMED if view.reader_gone else INK if tape is None else colours.colour(tape)
+        return {"shape": "record", "style": "filled", "fillcolor": "white", "penwidth": "1.5", "color": outline,
                 **({"fontcolor": MISSING} if view.grad is False else {})}
     colour = colours.colour(view.made_on)
     style = {"shape": "record", "style": "filled", "fillcolor": lighten(colour, fill), "color": colour}
@@ -208,7 +208,12 @@ def _swatch(fill: str, sample: str = "") -> str:
             f'{sample}</TD>')
 
 
+def wrapped(text: str, width: int = LEGEND_WIDTH) -> str:
+    """``text`` for an HTML-like label, escaped, its lines (split at ``\\n``) wrapped at ``width`` characters."""
+    return "<BR/>".join(html.escape(part) for line in text.split("\n") for part in textwrap.wrap(line, width))
+
+
 def _text(text: str, ink: str | None = None) -> str:
-    """An explanation cell, in ``ink`` if given: its lines (split at ``\\n``) wrapped to a narrow key."""
-    lines = "<BR/>".join(html.escape(part) for line in text.split("\n") for part in textwrap.wrap(line, LEGEND_WIDTH))
+    """An explanation cell, in ``ink`` if given: its lines wrapped to a narrow key."""
+    lines = wrapped(text)
     return _cell(lines if ink is None else f'<FONT COLOR="{ink}">{lines}</FONT>')

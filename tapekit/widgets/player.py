@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import html
 import re
-import textwrap
 import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -27,8 +26,8 @@ from ..history import coverage, history, live_store, plural
 from ..ops.core import unbroadcast
 from ..tapes.base import Record, Tape
 from ..tensor import Tensor
-from ..viz.dag import LET_GO, fate_text, marks, node_ids, tape_text, tensor_style
-from ..viz.palette import CONSUMED, MISSING, lighten
+from ..viz.dag import LET_GO, fate_text, marks, node_ids, tape_text, tensor_style, wrapped
+from ..viz.palette import GONE_FILL, MISSING, lighten
 from ..viz.picture import Picture
 from ..viz.scene import OpView, Scene, TensorView, capture
 from .replay import POLICIES, Moment, Replay
@@ -373,7 +372,7 @@ class BackwardPlayer:
         (`tapekit.viz.dag`)."""
         tapes = scene.tapes
         rows = [_row(self.colours.colour(b), tape_text(tapes[b])) for b in self.colours.sorted(tapes)]
-        rows += [_row(lighten(CONSUMED, 0.5), text) for text in
+        rows += [_row(GONE_FILL, text) for text in
                  dict.fromkeys(fate_text(op, scene) for op in scene.ops if op.tape is None)]
         rows += [_row("white", text) for text in marks(scene)]
         rows += [_row("white", "▶ running now, sending gradients (thick arrows) to its operands")] if running else []
@@ -447,7 +446,7 @@ ROW_WIDTH = 64  # characters to a line of the legend: as wide as the program's p
 
 
 def _row(swatch: str, text: str, ink: str | None = None) -> str:
-    text = "<BR/>".join(html.escape(part) for line in text.split("\n") for part in textwrap.wrap(line, ROW_WIDTH))
+    text = wrapped(text, ROW_WIDTH)
     text = text if ink is None else f'<FONT COLOR="{ink}">{text}</FONT>'
     return f'<TR><TD BGCOLOR="{swatch}" WIDTH="18"></TD><TD ALIGN="LEFT" BALIGN="LEFT">{text}</TD></TR>'
 
