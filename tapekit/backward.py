@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from . import anomaly
+from .callsite import silenced
 from .devices import device_array_as_is, is_floating
 from .errors import (BackwardError, DeviceMismatchError, DTypeError, IncompleteTapeWarning, NonFiniteError, ShapeError,
                      TapeConsumedError)
@@ -138,7 +139,9 @@ def _checked_coverage(outputs: Sequence[Tensor], stores: list[Tape], tape: Tape,
     if not cov.complete:
         if not tape.allows_partial:
             raise TapeConsumedError(cov.summary(names))
-        warnings.warn(cov.summary(names), IncompleteTapeWarning, stacklevel=_caller_level())
+        level = _caller_level()
+        if not silenced(IncompleteTapeWarning, level):
+            warnings.warn(cov.summary(names), IncompleteTapeWarning, stacklevel=level)
     return cov
 
 

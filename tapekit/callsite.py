@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import linecache
 import re
+import sys
 import warnings
 from types import FrameType
 
@@ -24,6 +25,19 @@ def place(frame: FrameType) -> str:
 def code_at(frame: FrameType) -> str:
     """The code on the frame's line, stripped (empty when its source cannot be found)."""
     return linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
+
+
+def silenced(category: type[Warning], stacklevel: int) -> bool:
+    """Whether ``warnings.warn(text, category, stacklevel)`` from the caller would ignore the
+    warning whatever its text: the first filter that matches it without reading the text says
+    ``ignore``. A warning's text names tapes and tensors, which hands out letters and labels for
+    life (`tapekit.ids`); a silenced one is not written, so that it names nothing nobody sees."""
+    frame = sys._getframe(stacklevel)
+    module, lineno = frame.f_globals.get("__name__", "<string>"), frame.f_lineno
+    for action, text, kind, where, line in warnings.filters:
+        if issubclass(category, kind) and (where is None or where.match(module)) and line in (0, lineno):
+            return action == "ignore" and text is None
+    return False
 
 
 def hide_numpy_warnings_inside_tapekit() -> None:

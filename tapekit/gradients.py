@@ -58,7 +58,7 @@ class Gradients:
         self._owned: set[int] = set()  # entries whose arrays Gradients may update in place
         self._clean: set[int] = set()  # owned entries known to hold zeros: backward may write into them
         self.leaves = leaf_ids(leaves)
-        self._why: dict[int, str] = {}
+        self._why: dict[int, Any] = {}  # tensor id -> why it has no entry (a str, or a ``Later``)
         self._partial: set[int] = set()  # entries a backward filled only in part (it could not see all the history)
         self._ran: Any = None  # a weak reference to the tape whose backward filled these gradients
 
@@ -197,7 +197,7 @@ class Gradients:
         tid = tensor_id(key)
         name = label(tid)
         if tid in self._why:
-            return self._why[tid]
+            return str(self._why[tid])
         if self.leaves is not None and tid not in self.leaves:
             return (f"{name} has no gradient: it is not in the leaf set of this backward, so its entry was "
                     f"dropped at the end. Add it to leaves=[...], or trace without a leaf set to keep all.")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
-from .ids import label, label_all, letter_all
+from .ids import Later, label, label_all, letter_all, tape_name
 from .tapes.base import Record, Tape, is_spent, plural
 
 
@@ -48,25 +48,33 @@ def where(rec: Record) -> str:
     return f"let go by {rec.consumed_by}" if rec.consumed_by else "dropped with its tape"
 
 
-def holder_hint(tape: Tape) -> str:
-    records = tape.records
-    return f", held by {label(records[-1].out)}" if records else ""
-
-
 @dataclass
 class Coverage:
-    """What a backward over ``stores`` sees of the outputs' history."""
+    """What a backward over ``stores`` sees of the outputs' history. Its messages (``summary``, and
+    why each gradient is missed) are written when first read: a backward whose warning is silenced
+    names no tape and no tensor (`tapekit.ids` hands a name out for life)."""
 
     records: list[Record]
     hidden: list[Record] = field(default_factory=list)  # in the history, not on the tapes run
-    missed: dict[int, str] = field(default_factory=dict)  # tensor id -> why its gradient is missing
+    missed: dict[int, Later] = field(default_factory=dict)  # tensor id -> why its gradient is missing
     incomplete: set[int] = field(default_factory=set)  # ids whose gradient arrives only in part
+    naming: tuple[list[int], list[int]] | None = None  # the tapes (births) and tensors its messages name
 
     @property
     def complete(self) -> bool:
         return not self.hidden
 
+    def name_all(self) -> None:
+        """Letter the tapes and label the tensors its messages name, all at once, in the order they
+        were made (`tapekit.ids`), before the first of them is written."""
+        if self.naming is not None:
+            births, tids = self.naming
+            self.naming = None
+            letter_all(births)
+            label_all(tids)
+
     def summary(self, outs: str) -> str:
+        self.name_all()
         places = sorted({where(r) for r in self.hidden})
         return (f"backward on {outs} cannot see {plural(len(self.hidden), 'record')} of the "
                 f"{len(self.records)} in its history ({'; '.join(places)}): {self._losses()}. "
@@ -88,7 +96,6 @@ def coverage(outputs: Sequence[Any], stores: Iterable[Tape]) -> Coverage:
     stores = set(stores)
     records = history(outputs)
     hidden = {r.id for r in records if home_of(r) not in stores}
-    name_tapes(r for r in records if r.id in hidden)  # the tapes its messages name, in creation order
     cov = Coverage(records, [r for r in records if r.id in hidden])
     blocked: dict[int, Record | None] = {o.id: None for o in outputs}  # tensor id -> first hidden record
     for rec in records:  # newest first: every consumer of a tensor comes before its producer
@@ -107,9 +114,12 @@ def coverage(outputs: Sequence[Any], stores: Iterable[Tape]) -> Coverage:
             if passes_part:
                 cov.incomplete.add(tid)
     blocking = {tid: rec for tid, rec in blocked.items() if rec is not None}
-    label_all([*(o.id for o in outputs), *blocking, *cov.incomplete, *(t for r in cov.hidden for t in _let_go_by(r)),
-               *(t for r in blocking.values() for t in (*r.inputs, r.out))])
-    cov.missed = {tid: _why(tid, rec) for tid, rec in blocking.items()}  # shown together: labelled in the order made
+    homes = {home_of(r) for r in cov.hidden} - {None}
+    let_go_by = [t for r in cov.hidden for t in _let_go_by(r)]
+    cov.naming = ([b for tape in homes for b in tape._named()],
+                  [*(o.id for o in outputs), *blocking, *cov.incomplete, *let_go_by,
+                   *(t for r in blocking.values() for t in (*r.inputs, r.out))])
+    cov.missed = {tid: _why(cov, tid, rec) for tid, rec in blocking.items()}
     return cov
 
 
@@ -118,15 +128,25 @@ def _let_go_by(rec: Record) -> tuple[int, ...]:
     return rec.consumed_by.tids if rec.consumed_by else ()
 
 
-def _why(tid: int, rec: Record) -> str:
+def _why(cov: Coverage, tid: int, rec: Record) -> Later:
+    """Why ``tid`` has no gradient, as things are now (where ``rec`` lives, who holds its tape),
+    written when first read."""
     tape = home_of(rec)
     if tape is not None:
-        place = f"lives on {type(tape).__name__} {tape.label}{holder_hint(tape)}, which this backward does not run"
-    elif rec.consumed_by:
-        place = f"was let go by {rec.consumed_by}"
+        kind, parts, records = type(tape).__name__, tuple(tape._parts()), tape.records
+        holder = records[-1].out if records else None
+        place = lambda: (f"lives on {kind} {tape_name(parts)}{'' if holder is None else f', held by {label(holder)}'}"
+                         ", which this backward does not run")
     else:
-        place = "was dropped with its tape"
-    return f"{label(tid)} has no gradient: the record `{rec.line()}` on its way to the output {place}. {_advice([rec])}"
+        by = rec.consumed_by
+        place = lambda: f"was let go by {by}" if by else "was dropped with its tape"
+    advice = _advice([rec])
+
+    def write() -> str:
+        cov.name_all()
+        return f"{label(tid)} has no gradient: the record `{rec.line()}` on its way to the output {place()}. {advice}"
+
+    return Later(write, (tid,))
 
 
 def name_tapes(records: Iterable[Record], *tapes: Tape | None) -> None:

@@ -81,7 +81,7 @@ class Explanation:
 
     @property
     def missing(self) -> dict[str, str]:
-        return {label(tid): why for tid, why in sorted(self.coverage.missed.items())}
+        return {label(tid): str(why) for tid, why in sorted(self.coverage.missed.items())}
 
     @property
     def incomplete(self) -> list[str]:

@@ -48,7 +48,7 @@ def result_template(value: Any, arg_tensors: list, fn_name: str, first_birth: in
                     entries.append((tid, ("slot", arr.slot)))
                 else:
                     entries.append((tid, ("value", arr)))
-            return ("grads", entries, v.leaves, dict(v._why), set(v._partial))
+            return ("grads", entries, v.leaves, {tid: str(why) for tid, why in v._why.items()}, set(v._partial))
         if isinstance(v, (list, tuple)):
             return ("seq", type(v), [walk(x) for x in v])
         if isinstance(v, dict):
