@@ -29,6 +29,7 @@ from .forward import holds_older_tape, jacfwd, jvp, tangent_of
 from .ids import _births
 from .ops import reshape, stack
 from .tapes import UnionTape
+from .tapes.checkpoint import all_or_nothing
 from .tapes.global_ import _active
 from .tensor import Tensor
 
@@ -41,13 +42,14 @@ def grad(f: Callable[..., Tensor], argnums: int | Sequence[int] = 0) -> Callable
     ``tk.grad(tk.grad(f))`` is the second derivative of a function of one number."""
     def grad_f(*args: Any) -> Any:
         picked = _argnums(argnums, len(args), "grad")
-        args, out, nested = _applied(f, args, picked, "grad")
-        if not isinstance(out, Tensor) or out.size != 1:
-            shape = out.shape if isinstance(out, Tensor) else type(out).__name__
-            raise ShapeError(f"tk.grad needs f to return one value, but it returned {shape}. For the gradient of "
-                             f"every output use tk.jacobian(f, x); for one number, reduce it in f (f(x).sum()).")
-        _refuse_integral(out, "grad")
-        grads = _pulled_back(out, None, [args[i] for i in picked], nested)
+        with all_or_nothing(args):  # f ran on the arguments' tapes (nested) before its output is refused
+            args, out, nested = _applied(f, args, picked, "grad")
+            if not isinstance(out, Tensor) or out.size != 1:
+                shape = out.shape if isinstance(out, Tensor) else type(out).__name__
+                raise ShapeError(f"tk.grad needs f to return one value, but it returned {shape}. For the gradient "
+                                 f"of every output use tk.jacobian(f, x); for one number, reduce it in f (f(x).sum()).")
+            _refuse_integral(out, "grad")
+            grads = _pulled_back(out, None, [args[i] for i in picked], nested)
         return grads[0] if isinstance(argnums, int) else tuple(grads)
 
     grad_f.__name__ = f"grad_{getattr(f, '__name__', 'f')}"
@@ -57,10 +59,11 @@ def grad(f: Callable[..., Tensor], argnums: int | Sequence[int] = 0) -> Callable
 def vjp(f: Callable[..., Tensor], *primals: Tensor) -> tuple[Tensor, Callable[[Any], tuple]]:
     """``f(*primals)`` and its vector-Jacobian product: ``vjp_fn(u)`` is the tuple of ``uᵀ J``, one
     tensor per primal (``u`` of the output's shape). ``vjp_fn`` can be called many times."""
-    args, out, nested = _applied(f, primals, range(len(primals)), "vjp")
-    if not isinstance(out, Tensor):
-        raise OperandError(f"tk.vjp needs f to return a tensor, got {type(out).__name__}")
-    _refuse_integral(out, "vjp")
+    with all_or_nothing(primals):
+        args, out, nested = _applied(f, primals, range(len(primals)), "vjp")
+        if not isinstance(out, Tensor):
+            raise OperandError(f"tk.vjp needs f to return a tensor, got {type(out).__name__}")
+        _refuse_integral(out, "vjp")
 
     def vjp_fn(cotangent: Any) -> tuple:
         """``uᵀ J``: recorded where ``u`` is traced, so that a gradient reaches ``u`` too."""

@@ -215,3 +215,40 @@ def test_eight_threads_on_one_tape_while_one_backward_fails():
     faults.remove()
     g = tk.backward([first, *outs])
     np.testing.assert_allclose(g[x], np.full(8, 3.0))
+
+
+def _misfit_then_fit(policy: str, traced_params: bool):
+    """Call a model whose second layer does not fit on x, then one that does: the gradients of x and
+    of the parameters, and x's tape, as if the failed call never ran."""
+    dev = tk.Cpu(seed=0)
+    first = tk.nn.Linear(3, 4, device=dev, dtype="float64")
+    good = tk.nn.Sequential(first, tk.nn.Tanh(), tk.nn.Linear(4, 2, device=dev, dtype="float64"))
+    bad = tk.nn.Sequential(first, tk.nn.Tanh(), tk.nn.Linear(5, 2, device=dev, dtype="float64"))
+    x = dev.tensor(np.linspace(-1, 1, 15).reshape(5, 3), dtype="float64", name="x").trace(POLICIES[policy]())
+    models = [bad, good]
+    if traced_params:  # the parameters on tapes of their own, which the first layer's ops merge with x's
+        models = [m.trace(POLICIES[policy]()) for m in models]
+    before = str(x.tape), len(x.tape)
+    with pytest.raises(tk.ShapeError):
+        models[0](x)
+    assert (str(x.tape), len(x.tape)) == before
+    loss = models[1](x).sum()
+    grads = loss.backward()
+    return grads[x], [grads[p] for p in models[1].parameters() if p in grads]
+
+
+@pytest.mark.parametrize("policy, traced_params", [("owned", False), ("arc", False), ("union", False),
+                                                    ("arc", True), ("union", True)])  # model.trace refuses OwnedTape
+def test_a_model_call_that_fails_at_a_later_layer_leaves_x_usable_with_the_right_gradients(policy, traced_params):
+    gx, gp = _misfit_then_fit(policy, traced_params)
+    dev = tk.Cpu(seed=0)
+    first = tk.nn.Linear(3, 4, device=dev, dtype="float64")
+    model = tk.nn.Sequential(first, tk.nn.Tanh(), tk.nn.Linear(4, 2, device=dev, dtype="float64"))
+    x = dev.tensor(np.linspace(-1, 1, 15).reshape(5, 3), dtype="float64").trace(POLICIES[policy]())
+    if traced_params:
+        model = model.trace(POLICIES[policy]())
+    grads = model(x).sum().backward()
+    np.testing.assert_allclose(gx, grads[x])
+    assert len(gp) == len([p for p in model.parameters() if p in grads])
+    for got, p in zip(gp, [p for p in model.parameters() if p in grads]):
+        np.testing.assert_allclose(got, grads[p])

@@ -646,6 +646,31 @@ def model_input_shape(new_tape, tmp):
     return (lambda: model(x)), [model, x]
 
 
+@bad(tk.ShapeError, ("matmul: (5, 4) @ (5, 2)", "left (4)", "right (5)"), "Transpose or reshape", per_policy=True)
+def model_later_layer_misfit(new_tape, tmp):
+    """The first layer runs and records (an OwnedTape moves into its output) before the second fails."""
+    dev = tk.Cpu(seed=0)
+    model = tk.nn.Sequential(tk.nn.Linear(3, 4, device=dev, dtype="float64"), tk.nn.Tanh(),
+                             tk.nn.Linear(5, 2, device=dev, dtype="float64"))
+    x = operand(new_tape, (5, 3))
+    return (lambda: model(x)), [model, x]
+
+
+def _grad_of_many_values(policy: str):
+    def build(new_tape, tmp):
+        """f's ops run on the transform's tape, nested in x's, before its output is found not to be one value
+        (inside a GlobalTape block tk.grad is refused before it runs f)."""
+        x = operand(POLICIES[policy], (3,))
+        return (lambda: tk.grad(lambda v: v * 2.0)(x)), [x]
+    return build
+
+
+for _policy in ("owned", "arc", "union"):
+    _build = _grad_of_many_values(_policy)
+    _build.__name__ = f"grad_of_many_values_on_{_policy}"
+    bad(tk.ShapeError, ("tk.grad", "one value"), "sum")(_build)
+
+
 @bad(tk.TapePolicyError, "an OwnedTape has one owner", "model.trace(tk.UnionTape(model.alloc_grads()))")
 def model_trace_owned(new_tape, tmp):
     model = mlp()
