@@ -170,6 +170,34 @@ def test_check_grads_reports_the_worst_mismatch(cpu):
         tk.check_grads(wrong, cpu.tensor([1.0, 2.0], dtype="float64"))
 
 
+def test_check_grads_fails_a_gradient_that_is_not_finite(cpu):
+    """A NaN compares false with everything: it used to be neither bad nor the worst, so a NaN gradient
+    "matched"."""
+    def nan_rule(t):
+        return tk.ops.core.emit("nan_rule", t.data * 2, (t,), (lambda g: g * np.nan,), (), t.device).sum()
+
+    report = tk.check_grads(nan_rule, cpu.tensor([1.0, 2.0], dtype="float64"), raise_on_failure=False)
+    assert not report.ok and np.isnan(report.analytic)
+    with pytest.raises(tk.GradientCheckError, match="index \\(0,\\)"):  # sqrt(x * x) at 0: a NaN gradient
+        tk.check_grads(lambda t: (t * t).sqrt().sum(), cpu.tensor([0.0, 1.0], dtype="float64"))
+
+
+@pytest.mark.parametrize("bad", [{"eps": 0}, {"eps": -1e-6}, {"eps": "a"}, {"atol": float("nan")},
+                                 {"rtol": -1.0}, {"atol": float("inf")}])
+def test_check_grads_refuses_a_step_or_tolerance_that_decides_nothing(cpu, bad):
+    with pytest.raises(tk.InvalidArgumentError, match=next(iter(bad))):
+        tk.check_grads(lambda t: (t * t).sum(), cpu.tensor([1.0], dtype="float64"), **bad)
+
+
+@pytest.mark.parametrize("call", [lambda x: tk.check_grads(lambda t: t.sum()), lambda x: tk.check_grads(3, x),
+                                  lambda x: tk.check_grads(lambda t: t.sum(), [1.0]),
+                                  lambda x: tk.check_grads(lambda t: 3.0, x)],
+                         ids=["no inputs", "not a function", "a list", "f returns a number"])
+def test_check_grads_refuses_what_it_cannot_check(cpu, call):
+    with pytest.raises(tk.OperandError):
+        call(cpu.tensor([1.0], dtype="float64"))
+
+
 def test_comparisons_are_masks_without_gradient_and_tensors_stay_hashable(dev):
     x = dev.tensor([-1.0, 2.0, 3.0]).trace()
     assert (x == 2.0).tape is None and host(x == 2.0).tolist() == [False, True, False]
