@@ -14,11 +14,10 @@ import sys
 import warnings
 from typing import Any, Callable, Iterable, Sequence
 
-import numpy as np
 
 from . import anomaly
 from .callsite import silenced
-from .devices import device_array_as_is, is_floating
+from .devices import device_array_as_is, host_floats, is_floating
 from .errors import (BackwardError, DeviceMismatchError, DTypeError, IncompleteTapeWarning, NonFiniteError, ShapeError,
                      TapeConsumedError)
 from .gradients import Gradients, united_leaves, updatable
@@ -63,7 +62,7 @@ def gradients_for(wrt: Sequence[Tensor], outputs: Any, seeds: Sequence[Any] | No
 def _gradients(outputs: Any, seeds: Sequence[Any] | None, retain: bool, create_graph: bool) -> Gradients:
     """``backward``, its gradients before the leaf set drops the others."""
     outputs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
-    given = list(seeds) if seeds is not None else [None] * len(outputs)  # as the caller gave them
+    given = _given_seeds(outputs, seeds)  # as the caller gave them
     seeds = _seeds(outputs, given)
     tapes = [_tape_of(out) for out in outputs]
     check_one_policy(outputs, tapes, "tk.backward")
@@ -399,16 +398,24 @@ def _let_go_error(out: Tensor, tape: Tape, by: Later) -> TapeConsumedError:
 
 
 def _seeds(outputs: list[Any], seeds: Sequence[Any] | None) -> list[Any]:
+    """The seed of each output, checked, as an array of its shape, dtype and device."""
+    return [_seed(out, seed) for out, seed in zip(outputs, _given_seeds(outputs, seeds))]
+
+
+def _given_seeds(outputs: list[Any], seeds: Sequence[Any] | None) -> list[Any]:
+    """One seed per output, as given (``None`` for each, where ``seeds`` is)."""
     if not outputs:
         raise BackwardError("tk.backward([]) got no outputs; pass the tensors to differentiate, e.g. "
                             "tk.backward([loss1, loss2])")
     if seeds is None:
-        seeds = [None] * len(outputs)
-    seeds = list(seeds)
+        return [None] * len(outputs)
+    if not isinstance(seeds, (list, tuple)):
+        raise BackwardError(f"seeds takes one seed per output, as a list: tk.backward([out], seeds=[seed]), got a "
+                            f"{type(seeds).__name__}")
     if len(seeds) != len(outputs):
         raise BackwardError(f"got {len(seeds)} seeds for {len(outputs)} outputs; give one per output "
                             f"(None for a one-value output)")
-    return [_seed(out, seed) for out, seed in zip(outputs, seeds)]
+    return list(seeds)
 
 
 def _seed(out: Any, seed: Any) -> Any:
@@ -432,11 +439,7 @@ def _seed(out: Any, seed: Any) -> Any:
     elif device_array_as_is(seed, xp):
         data = seed
     else:
-        try:
-            data = out.device.from_numpy(np.asarray(seed, dtype=np.float64))
-        except (TypeError, ValueError):
-            raise DTypeError(f"the seed for {out.label} must be numbers (a tensor, an array or nested lists), "
-                             f"got {type(seed).__name__}") from None
+        data = out.device.from_numpy(host_floats(seed, f"the seed for {out.label}", DTypeError))
     if tuple(data.shape) != out.shape:
         raise ShapeError(f"the seed for {out.label} has shape {tuple(data.shape)} but the output has shape "
                          f"{out.shape}; give a seed of the output's shape")

@@ -82,6 +82,25 @@ def device_array_as_is(value: Any, xp: Any) -> bool:
         value, (np.ndarray, np.generic))
 
 
+def host_floats(value: Any, what: str, error: type) -> np.ndarray:
+    """``value`` given on the host (a number, nested lists, a numpy array) as a float64 array,
+    refused with ``error`` unless it is numbers (not text, dates or objects, which numpy would turn
+    into day counts or NaN) and with ``InvalidArgumentError`` unless each is finite. ``what``
+    names it in the messages: ``the seed for loss``."""
+    try:
+        host = np.asarray(value)
+        if host.dtype.kind not in "iubf":
+            raise TypeError(host.dtype)
+    except (TypeError, ValueError):
+        kind = f"an array of {host.dtype}" if isinstance(value, np.ndarray) else f"a {type(value).__name__}"
+        raise error(f"{what} must be numbers (a tensor, an array or nested lists), got {kind}") from None
+    host = host.astype(np.float64)
+    if not np.isfinite(host).all():
+        raise InvalidArgumentError(f"{what} holds a NaN or an infinity, which would reach every gradient; give "
+                                   f"finite numbers")
+    return host
+
+
 def array_nbytes(value: Any) -> int | None:
     """Bytes of ``value`` when it is an array of any namespace, else ``None``."""
     if not isinstance(getattr(value, "shape", None), tuple) or not hasattr(value, "dtype"):

@@ -14,9 +14,7 @@ import threading
 from contextvars import ContextVar
 from typing import Any, Callable, Iterator, Sequence
 
-import numpy as np
-
-from .devices import dtype_name, is_floating
+from .devices import device_array_as_is, dtype_name, host_floats, is_floating
 from .errors import (BackwardError, DeviceMismatchError, DTypeError, InvalidArgumentError, ShapeError, TapekitError,
                      TracedOutsideError)
 from .ids import _births
@@ -192,14 +190,10 @@ def tangent_of(primal: Tensor, tangent: Any, what: str) -> Any:
             raise DeviceMismatchError(f"{what} is on {tangent.device!r} but its primal is on {device!r}; "
                                       f"move it with .to(device)")
         data = tangent.data
-    elif isinstance(tangent, type(primal.data)):  # an array of the primal's namespace already
+    elif device_array_as_is(tangent, device.xp):  # an array of the device's own (not numpy's): not read
         data = tangent
     else:
-        try:
-            data = device.from_numpy(np.asarray(tangent, dtype=np.float64))
-        except (TypeError, ValueError):
-            raise InvalidArgumentError(f"{what} is a {type(tangent).__name__}, not numbers: give a tensor, an array "
-                                       f"or a number per value of its primal") from None
+        data = device.from_numpy(host_floats(tangent, what, InvalidArgumentError))
     if tuple(data.shape) != primal.shape:
         raise ShapeError(f"{what} has shape {tuple(data.shape)} but its primal has {primal.shape}; a "
                          f"tangent is a direction in the primal's space, of its shape")

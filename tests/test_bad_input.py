@@ -342,6 +342,38 @@ def backward_seed_not_numbers(new_tape, tmp):
     return (lambda: out.backward(seed="ones")), [out]
 
 
+@bad(tk.DTypeError, ("the seed for", "must be numbers", "datetime64"), "a tensor, an array or nested lists")
+def backward_seed_of_dates(new_tape, tmp):
+    """numpy turns dates into day counts: a seed of 36524s."""
+    out = operand(new_tape, (2,))
+    return (lambda: out.backward(seed=np.array(["2020-01-01"] * 2, dtype="datetime64[D]"))), [out]
+
+
+@bad(tk.DTypeError, ("the seed for", "must be numbers", "object"), "a tensor, an array or nested lists")
+def backward_seed_of_objects(new_tape, tmp):
+    """numpy turns None into NaN."""
+    out = operand(new_tape, (2,))
+    return (lambda: out.backward(seed=np.array([1.0, None], dtype=object))), [out]
+
+
+@bad(tk.InvalidArgumentError, ("the seed for", "a NaN or an infinity"), "finite numbers", per_policy=True)
+def backward_seed_nan(new_tape, tmp):
+    out = operand(new_tape, (2,))
+    return (lambda: out.backward(seed=[np.nan, 1.0])), [out]
+
+
+@bad(tk.BackwardError, "seeds takes one seed per output, as a list", "seeds=[seed]")
+def backward_seeds_not_a_list(new_tape, tmp):
+    out = operand(new_tape, ())
+    return (lambda: tk.backward([out], seeds=1.0)), [out]
+
+
+@bad(tk.InvalidArgumentError, ("must be numbers", "object"), "a tensor, an array or nested lists")
+def jvp_tangent_of_objects(new_tape, tmp):
+    x = DEV.tensor([1.0, 2.0])
+    return (lambda: tk.jvp(lambda t: t * 2.0, x, np.array([1.0, None], dtype=object))), [x]
+
+
 # backward that cannot start
 @bad(tk.BackwardError, "has shape (2, 3), not one value, so backward needs a seed",
      ("out.backward(seed=dev.ones((2, 3)))", "reduce it first with out.sum()"), per_policy=True)
