@@ -374,6 +374,39 @@ def jvp_tangent_of_objects(new_tape, tmp):
     return (lambda: tk.jvp(lambda t: t * 2.0, x, np.array([1.0, None], dtype=object))), [x]
 
 
+@bad(tk.InvalidArgumentError, "repeat: repeats must be an int or a sequence of ints, got 1.5", "an int", per_policy=True)
+def repeat_count_not_int(new_tape, tmp):
+    """np.repeat truncated 1.5 to 1; and axis=None flattened (a record) before the count was checked."""
+    x = operand(new_tape, (2, 3))
+    return (lambda: x.repeat(1.5)), [x]
+
+
+@bad(tk.InvalidArgumentError, "repeat: negative dimensions", "an int >= 0", per_policy=True)
+def repeat_negative_flattened(new_tape, tmp):
+    x = operand(new_tape, (2, 3))
+    return (lambda: x.repeat(-1)), [x]
+
+
+@bad(tk.InvalidArgumentError, "tril: k, the diagonal, must be an int", "0 the main one", per_policy=True)
+def tril_diagonal_not_int(new_tape, tmp):
+    x = operand(new_tape, (3, 3))
+    return (lambda: x.tril(1.5)), [x]
+
+
+@bad(tk.IndexingError, ("take_along_axis: an index is out of range", "read flattened (axis=None)"), "6 values",
+     per_policy=True)
+def take_along_axis_flattened_out_of_range(new_tape, tmp):
+    x = operand(new_tape, (2, 3))
+    return (lambda: tk.take_along_axis(x, np.array([0, 9]), axis=None)), [x]
+
+
+@bad(tk.OperandError, "concat takes a non-empty sequence of tensors, got a Tensor", "tk.concat([a, b])", per_policy=True)
+def concat_of_one_tensor(new_tape, tmp):
+    """Iterating the tensor recorded an index op per row (and moved an OwnedTape) before the error."""
+    x = operand(new_tape, (2, 3))
+    return (lambda: tk.concat(x)), [x]
+
+
 # backward that cannot start
 @bad(tk.BackwardError, "has shape (2, 3), not one value, so backward needs a seed",
      ("out.backward(seed=dev.ones((2, 3)))", "reduce it first with out.sum()"), per_policy=True)

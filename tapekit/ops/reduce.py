@@ -168,8 +168,10 @@ def var(xp, x, axis=None, keepdims: bool = False, *, correction: float = 0, ddof
 def _std_slope(xp, axes, x, dof):
     """``(x - mean) / ((n - correction) std)``, and 0 where std is 0 (a kink, like ``abs`` at 0)."""
     d = x - xp.mean(x, axis=axes, keepdims=True)
-    s = xp.sqrt(xp.sum(d * d, axis=axes, keepdims=True) / dof)
-    s = xp.where(s > 0, s, xp.ones_like(s))  # std is 0 only where every deviation is 0: the gradient is 0
+    v = xp.sum(d * d, axis=axes, keepdims=True) / dof
+    # std is 0 only where every deviation is 0: the gradient is 0 there. The root is taken of 1 there, not
+    # of 0, so that a recorded backward (create_graph) differentiates no sqrt at 0: 0 * inf would be NaN.
+    s = xp.sqrt(xp.where(v > 0, v, xp.ones_like(v)))
     return d / (dof * s)
 
 

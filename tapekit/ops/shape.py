@@ -282,10 +282,16 @@ def take_along_axis(t: Tensor, indices: Any, axis: int | None = -1) -> Tensor:
     coordinate along the others, so the gradient adds up values picked more than once; its
     forward rule (JVP) picks the tangent's values alike."""
     index = indices.numpy() if isinstance(indices, Tensor) else np.asarray(indices)
-    if axis is None:
-        return take_along_axis(flatten(t), index, 0)
     if index.dtype.kind not in "iu":
         raise IndexingError(f"take_along_axis: indices must be integers, got dtype {index.dtype}")
+    if axis is None:  # checked before the flatten is recorded
+        if index.ndim != 1:
+            raise ShapeError(f"take_along_axis: axis=None reads the tensor flattened, so it takes one axis of "
+                             f"indices, got shape {index.shape}")
+        if index.size and not -t.size <= index.min() <= index.max() < t.size:
+            raise IndexingError(f"take_along_axis: an index is out of range for the {t.size} values of a tensor "
+                                f"of shape {t.shape} read flattened (axis=None)")
+        return take_along_axis(flatten(t), index, 0)
     if t.ndim == 0 or index.ndim != t.ndim:
         raise ShapeError(f"take_along_axis: indices of shape {index.shape} for a tensor of shape {t.shape}; give "
                          f"one index axis per tensor axis (tk.expand_dims adds axes of size 1), or axis=None")
@@ -440,16 +446,24 @@ def repeat(t: Tensor, repeats: Any, axis: int | None = None) -> Tensor:
     numpy's ``repeat``; ``axis=None`` repeats the flattened tensor. It is indexing with each index
     repeated, so the gradient sums each value's copies, and the forward rule (JVP) repeats the
     tangent alike. (PyTorch's ``Tensor.repeat`` is ``tk.tile``.)"""
-    if axis is None or t.ndim == 0:
-        return repeat(flatten(t), repeats, 0 if axis is None else axis)
-    (ax,) = normalize_axes(axis, t.ndim, "repeat")
-    counts = repeats.numpy() if isinstance(repeats, Tensor) else repeats
+    flat = axis is None or t.ndim == 0
+    (ax,) = normalize_axes(0 if axis is None else axis, max(t.ndim, 1), "repeat")
+    length = t.size if flat else t.shape[ax]
+    counts = _ints(repeats, "repeat", "repeats")  # checked before a flatten is recorded
     try:
-        index = np.repeat(np.arange(t.shape[ax]), counts)
-    except (TypeError, ValueError) as err:
+        index = np.repeat(np.arange(length), counts)
+    except ValueError as err:
         raise InvalidArgumentError(f"repeat: {err}; give one count (an int >= 0) for all values or one per value "
-                                   f"({t.shape[ax]} along axis {ax})") from None
-    return getitem(t, (slice(None),) * ax + (index,))
+                                   f"({length} along axis {ax})") from None
+    return getitem(flatten(t) if flat else t, (slice(None),) * ax + (index,))
+
+
+def _diagonal(k: Any, op: str) -> int:
+    """A diagonal's number as an int (1.5 is refused, not truncated to 1)."""
+    try:
+        return operator.index(k)
+    except TypeError:
+        raise InvalidArgumentError(f"{op}: k, the diagonal, must be an int (0 the main one), got {k!r}") from None
 
 
 def _matrices(x: Any, op: str) -> None:
@@ -463,7 +477,8 @@ def tril(xp, x, k=0):
     """The lower triangle of the last two axes: values above diagonal ``k`` become 0 (``k > 0``
     keeps diagonals above the main one). The gradient keeps the same triangle."""
     _matrices(x, "tril")
-    return xp.tril(x, k=int(k)), (xp, int(k))
+    k = _diagonal(k, "tril")
+    return xp.tril(x, k=k), (xp, k)
 
 
 @unary(lambda g, xp, k: xp.triu(g, k=k), LINEAR)
@@ -471,7 +486,8 @@ def triu(xp, x, k=0):
     """The upper triangle of the last two axes: values below diagonal ``k`` become 0. The gradient
     keeps the same triangle."""
     _matrices(x, "triu")
-    return xp.triu(x, k=int(k)), (xp, int(k))
+    k = _diagonal(k, "triu")
+    return xp.triu(x, k=k), (xp, k)
 
 
 def pad(t: Tensor, pad_width: Any, mode: str = "constant", constant_values: float = 0) -> Tensor:
@@ -554,8 +570,8 @@ def refuse_out_of_range(index: Any, count: int, device: Any, message: str) -> No
 
 
 def _tensors(tensors: Sequence[Any], op: str) -> list[Tensor]:
-    try:
-        items = list(tensors)
+    try:  # a tensor is refused, not iterated (each row an index op recorded)
+        items = None if isinstance(tensors, Tensor) else list(tensors)
     except TypeError:
         items = None
     if not items or not all(isinstance(t, Tensor) for t in items):
