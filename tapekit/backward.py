@@ -19,7 +19,7 @@ from . import anomaly
 from .callsite import silenced
 from .devices import device_array_as_is, host_floats, is_floating
 from .errors import (BackwardError, DeviceMismatchError, DTypeError, IncompleteTapeWarning, NonFiniteError, ShapeError,
-                     TapeConsumedError)
+                     TapeConsumedError, checked_flag)
 from .gradients import Gradients, united_leaves, updatable
 from .history import Coverage, coverage, store_at
 from .ops.core import unbroadcast
@@ -46,6 +46,7 @@ def backward(outputs: Any, seeds: Sequence[Any] | None = None, retain: bool = Fa
     outputs' tape, after the forward's, under every policy (``tapekit.create_graph`` says what a
     second backward then sees).
     """
+    retain, create_graph = checked_flag(retain, "retain"), checked_flag(create_graph, "create_graph")
     return _gradients(outputs, seeds, retain, create_graph).drop_non_leaves()
 
 

@@ -114,3 +114,11 @@ def checked_number(value: object, name: str, ok: Callable[[float], bool], wanted
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or not ok(value):
         raise InvalidArgumentError(f"{name} must be {wanted}, got {value!r}")
     return float(value)
+
+
+def checked_flag(value: object, name: str) -> bool:
+    """``value`` when it is ``True`` or ``False`` (numpy's too); otherwise ``InvalidArgumentError``:
+    Python takes any text as true, so ``retain="no"`` would keep the records."""
+    if type(value).__name__ not in ("bool", "bool_"):  # numpy calls its bool type bool_ before 2.0
+        raise InvalidArgumentError(f"{name} must be True or False, got {value!r}")
+    return bool(value)

@@ -28,7 +28,7 @@ import numpy as np
 
 from .devices import dtype_name, is_floating
 from .errors import (DeviceMismatchError, DTypeError, InvalidArgumentError, ShapeError, UnusedParamsError,
-                     checked_number)
+                     checked_flag, checked_number)
 from .gradients import Gradients
 from .nn.module import Module
 from .tensor import Tensor
@@ -137,9 +137,9 @@ class Sgd(Optimizer):
     def __init__(self, model: Module, lr: float, momentum: float = 0.0, nesterov: bool = False,
                  weight_decay: float = 0.0) -> None:
         self.momentum = checked_number(momentum, "momentum", lambda v: v >= 0, "a number, 0 or more")
-        if nesterov and not self.momentum:
+        self.nesterov = checked_flag(nesterov, "nesterov")
+        if self.nesterov and not self.momentum:
             raise InvalidArgumentError("nesterov=True needs a positive momentum")
-        self.nesterov = bool(nesterov)
         super().__init__(model, lr, weight_decay)
 
     def _init_state(self, p: Tensor) -> dict[str, Any]:
@@ -163,8 +163,8 @@ class Adam(Optimizer):
 
     def __init__(self, model: Module, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0.0) -> None:
-        if len(betas) != 2:
-            raise InvalidArgumentError(f"betas must be two numbers, got {betas!r}")
+        if not isinstance(betas, (tuple, list)) or len(betas) != 2:
+            raise InvalidArgumentError(f"betas must be two numbers, as a tuple (0.9, 0.999), got {betas!r}")
         self.betas = tuple(checked_number(b, "betas", lambda v: 0 <= v < 1, "a number in [0, 1)") for b in betas)
         self.eps = checked_number(eps, "eps", lambda v: v > 0, "a positive number")
         super().__init__(model, lr, weight_decay)

@@ -407,6 +407,33 @@ def concat_of_one_tensor(new_tape, tmp):
     return (lambda: tk.concat(x)), [x]
 
 
+@bad(tk.InvalidArgumentError, "retain must be True or False, got 'no'", "True or False", per_policy=True)
+def backward_retain_text(new_tape, tmp):
+    """Python takes any text as true: retain="no" kept the records."""
+    out = operand(new_tape, ())
+    return (lambda: out.backward(retain="no")), [out]
+
+
+@bad(tk.InvalidArgumentError, "softplus: beta must not be 0", "1 is the plain softplus", per_policy=True)
+def softplus_beta_zero(new_tape, tmp):
+    x = operand(new_tape, (3,))
+    return (lambda: tk.softplus(x, 0)), [x]
+
+
+@bad(tk.InvalidArgumentError, "leaky_relu: negative_slope must be finite, got nan", "finite", per_policy=True)
+def leaky_relu_slope_nan(new_tape, tmp):
+    x = operand(new_tape, (3,))
+    return (lambda: tk.leaky_relu(x, float("nan"))), [x]
+
+
+@bad(tk.InvalidArgumentError, ("clip: low must be a number or an array, got the tensor", "not differentiated"),
+     "tk.maximum(x, t)", per_policy=True)
+def clip_bound_tensor(new_tape, tmp):
+    """It said np.bitwise_and, a function the learner never called."""
+    x = operand(new_tape, (3,))
+    return (lambda: x.clip(DEV.zeros((3,)), 1.0)), [x]
+
+
 # backward that cannot start
 @bad(tk.BackwardError, "has shape (2, 3), not one value, so backward needs a seed",
      ("out.backward(seed=dev.ones((2, 3)))", "reduce it first with out.sum()"), per_policy=True)
@@ -1169,3 +1196,14 @@ def test_more_bad_input_raises_tapekit_errors_that_say_what_to_do():
         dev.zeros((0, 3)).max(axis=0)
     with pytest.raises(tk.InvalidArgumentError, match="numbers"):
         tk.mse_loss(a, [["a"] * 4] * 3)
+
+
+@pytest.mark.parametrize("make", [lambda m: tk.compile(lambda a: a, fuse="no"), lambda m: m.train("no"),
+                                  lambda m: tk.optim.Sgd(m, 0.1, 0.9, nesterov="no"),
+                                  lambda m: tk.optim.Adam(m, betas=5), lambda m: tk.optim.Adam(m, betas=None)],
+                         ids=["fuse", "train", "nesterov", "betas=5", "betas=None"])
+def test_a_flag_or_setting_of_the_wrong_kind_is_refused_not_taken_as_true(make):
+    model = tk.nn.Linear(2, 2)
+    with pytest.raises(tk.InvalidArgumentError, match="must be (True or False|two numbers)"):
+        make(model)
+    assert model.training is True

@@ -63,6 +63,7 @@ from __future__ import annotations
 from typing import Callable
 
 from .errors import CompileError, FrozenTensorWarning, FuseUnavailable, RecompileWarning
+from ..errors import checked_flag
 from .jit import require_numba
 from .program import Compiled
 
@@ -84,6 +85,6 @@ def compile(fn: Callable, fuse: bool = False) -> Compiled:  # noqa: A001  (as ja
     the inputs' arrays and values, the optimizers' state, the gradient buffers."""
     if not callable(fn):
         raise CompileError(f"tk.compile takes a function, got a {type(fn).__name__}")
-    if fuse:
+    if checked_flag(fuse, "tk.compile's fuse"):
         require_numba()
-    return Compiled(fn, fuse=bool(fuse))
+    return Compiled(fn, fuse=fuse)

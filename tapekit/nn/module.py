@@ -23,7 +23,7 @@ import os
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from ..devices import Cpu, Device
-from ..errors import TapeError, TapePolicyError
+from ..errors import TapeError, TapePolicyError, checked_flag
 from ..gradients import Gradients
 from ..tapes.checkpoint import all_or_nothing
 from ..tensor import Tensor
@@ -138,6 +138,7 @@ class Module:
     # -- modes ------------------------------------------------------------------------------
     def train(self, mode: bool = True) -> "Module":
         """Training mode (dropout active) for this module and every sub-module."""
+        mode = checked_flag(mode, "train's mode")
         for module in _modules(self):
             module.training = mode
         return self

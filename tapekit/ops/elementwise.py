@@ -10,9 +10,12 @@ from __future__ import annotations
 import math
 import numbers
 
+import numpy as np
+
 from ..devices import is_integer
 from ..errors import DTypeError, InvalidArgumentError
 from ..reads import only_checks
+from ..tensor import Tensor
 from .core import ELEMENTWISE, unary, where_false, where_true, zero
 
 __all__ = ["neg", "power", "square", "abs", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt",
@@ -264,6 +267,11 @@ def softplus(xp, x, beta: float = 1.0, threshold: float | None = None):
 
     With a ``threshold`` (PyTorch's option; 20 there), it is ``x`` where ``beta * x > threshold``, with
     gradient 1 (at ``beta * x == threshold`` the smooth formula holds)."""
+    _number(beta, "softplus", "beta")
+    if isinstance(beta, numbers.Real) and beta == 0:
+        raise InvalidArgumentError("softplus: beta must not be 0 (it divides by beta); 1 is the plain softplus")
+    if threshold is not None:
+        _number(threshold, "softplus", "threshold")
     bx = beta * x
     y = xp.logaddexp(0.0, bx) / beta
     if threshold is not None:
@@ -347,7 +355,7 @@ def clip(xp, x, low: float | None = None, high: float | None = None):
         raise InvalidArgumentError("clip needs a bound: give low, high or both, as in x.clip(0.0, None)")
     for bound, name in ((low, "low"), (high, "high")):
         if bound is not None:
-            _number(bound, "clip", name)
+            _number(bound, "clip", name, finite=False)
     inside = xp.ones_like(x) > 0
     if low is not None:
         inside = inside & (x >= low)
@@ -356,7 +364,16 @@ def clip(xp, x, low: float | None = None, high: float | None = None):
     return xp.clip(x, low, high), (xp, inside)
 
 
-def _number(value: object, op: str, name: str) -> None:
-    """``InvalidArgumentError`` unless an op's parameter is a real number (or an array of them)."""
+def _number(value: object, op: str, name: str, finite: bool = True) -> None:
+    """``InvalidArgumentError`` unless an op's parameter is a real number or an array of them,
+    finite unless not ``finite`` (a bound of ``clip`` may be infinite). A tensor is refused: an op's
+    parameters are not differentiated."""
+    if isinstance(value, Tensor):
+        instead = "use tk.maximum(x, t) or tk.minimum(x, t), whose gradients reach t" if op == "clip" else \
+            f"pass {value.label}.numpy() for its values"
+        raise InvalidArgumentError(f"{op}: {name} must be a number or an array, got the tensor {value.label}; an "
+                                   f"op's parameters are not differentiated: {instead}")
     if not hasattr(value, "dtype") and (isinstance(value, bool) or not isinstance(value, numbers.Real)):
         raise InvalidArgumentError(f"{op}: {name} must be a number, got {value!r}")
+    if finite and isinstance(value, (numbers.Real, np.ndarray, np.generic)) and not np.all(np.isfinite(value)):
+        raise InvalidArgumentError(f"{op}: {name} must be finite, got {value!r}")
