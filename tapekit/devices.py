@@ -101,6 +101,14 @@ def host_floats(value: Any, what: str, error: type) -> np.ndarray:
     return host
 
 
+def checked_device(device: Any, what: str) -> "Device":
+    """``device`` when it is a tapekit device; else ``InvalidArgumentError`` (a PyTorch habit: 'cpu')."""
+    if not isinstance(device, Device):
+        raise InvalidArgumentError(f"{what} must be a tapekit device, such as tk.Cpu() or tk.Cuda(), got {device!r}; "
+                                   f"make one once (dev = tk.Cpu()) and pass it")
+    return device
+
+
 def array_nbytes(value: Any) -> int | None:
     """Bytes of ``value`` when it is an array of any namespace, else ``None``."""
     if not isinstance(getattr(value, "shape", None), tuple) or not hasattr(value, "dtype"):
@@ -253,11 +261,19 @@ class Device:
 
     def randn(self, shape: int | Sequence[int], dtype: Any = None, name: str | None = None) -> "Tensor":
         """Standard normal samples from this device's seeded generator."""
-        return self.tensor(self.rng.standard_normal(_shape(shape)), dtype=dtype, name=name)
+        return self.tensor(self.rng.standard_normal(_shape(shape)), dtype=self._floating(dtype, "randn"), name=name)
 
     def rand(self, shape: int | Sequence[int], dtype: Any = None, name: str | None = None) -> "Tensor":
         """Uniform samples in [0, 1) from this device's seeded generator."""
-        return self.tensor(self.rng.random(_shape(shape)), dtype=dtype, name=name)
+        return self.tensor(self.rng.random(_shape(shape)), dtype=self._floating(dtype, "rand"), name=name)
+
+    def _floating(self, dtype: Any, what: str) -> Any:
+        """``dtype`` when it is ``None`` (the default, a float) or a float dtype; a sample cast to an
+        integer or bool dtype would be a constant (randn's draws truncate to 0, rand's are all True)."""
+        if dtype is not None and not is_floating(self.dtype(dtype)):
+            raise DTypeError(f"{what} draws real numbers, so its dtype must be a float ('float32' or 'float64'), got "
+                             f"{dtype_name(self.dtype(dtype))}; for random integers draw floats and round them")
+        return dtype
 
     def _placement(self) -> dict[str, Any]:
         return {}

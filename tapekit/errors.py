@@ -122,3 +122,11 @@ def checked_flag(value: object, name: str) -> bool:
     if type(value).__name__ not in ("bool", "bool_"):  # numpy calls its bool type bool_ before 2.0
         raise InvalidArgumentError(f"{name} must be True or False, got {value!r}")
     return bool(value)
+
+
+def checked_function(f: object, what: str) -> Callable:
+    """``f`` when it can be called; else ``OperandError`` (``tk.grad(f)``, not ``tk.grad(f(x))``)."""
+    if not callable(f):
+        raise OperandError(f"{what} takes a function first, got {f!r}: pass the function itself, as in {what}(f) or "
+                           f"{what}(lambda x: (x * x).sum(), ...), not its value")
+    return f

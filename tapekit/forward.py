@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 from .devices import device_array_as_is, dtype_name, host_floats, is_floating
 from .errors import (BackwardError, DeviceMismatchError, DTypeError, InvalidArgumentError, ShapeError, TapekitError,
-                     TracedOutsideError)
+                     TracedOutsideError, checked_function)
 from .ids import _births
 from .tensor import Tensor
 
@@ -50,6 +50,7 @@ def jvp(f: Callable[..., Any], primals: Any, tangents: Any) -> tuple[Any, Any]:
     its gradients would come back without their tangents. So is an ``f`` that uses a tensor traced
     outside it (``TracedOutsideError``): its tangents could not depend on that tensor, and a gradient
     through them would be zero (reverse over forward); reverse mode differentiates through it."""
+    checked_function(f, "tk.jvp")
     single = isinstance(primals, Tensor)
     inputs, tangents = _primals(primals, tangents)
     with _carrying({t.id: d for t, d in zip(inputs, tangents)}) as table:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from .devices import dtype_name, is_floating
+from .devices import checked_device, dtype_name, is_floating
 from .errors import DTypeError, InvalidArgumentError, OperandError, ShapeError, TapeError, TapePolicyError
 from .ids import label, name_of, next_id, set_name
 from .tapes import NoneTape, OwnedTape, Tape
@@ -199,6 +199,7 @@ class Tensor:
         """The values on ``device``, as a new tensor with no tape (a transfer is not differentiable
         here). Where the storage already lives there (numpy to numpy), it is shared, not copied:
         tensors never change, so nothing can tell, and no allocation is counted."""
+        device = checked_device(device, "to()'s device")
         data = device.from_numpy(self.numpy())
         return Tensor(data if data is self.data else device.count(data), device)
 

@@ -24,7 +24,8 @@ import numpy as np
 from . import forward
 from .backward import gradients_for
 from .devices import dtype_name, is_floating
-from .errors import DTypeError, InvalidArgumentError, OperandError, ShapeError, TapePolicyError, TracedOutsideError
+from .errors import (DTypeError, InvalidArgumentError, OperandError, ShapeError, TapePolicyError, TracedOutsideError,
+                     checked_function)
 from .forward import holds_older_tape, jacfwd, jvp, tangent_of
 from .ids import _births
 from .ops import reshape, stack
@@ -40,6 +41,8 @@ def grad(f: Callable[..., Tensor], argnums: int | Sequence[int] = 0) -> Callable
     """The gradient of ``f``, a function of tensors with one value, as a function: ``tk.grad(f)(x)``
     is ``df/dx`` at ``x``, a tensor of ``x``'s shape; with a tuple ``argnums``, a tuple of them.
     ``tk.grad(tk.grad(f))`` is the second derivative of a function of one number."""
+    checked_function(f, "tk.grad")
+
     def grad_f(*args: Any) -> Any:
         picked = _argnums(argnums, len(args), "grad")
         with all_or_nothing(args):  # f ran on the arguments' tapes (nested) before its output is refused
@@ -59,6 +62,7 @@ def grad(f: Callable[..., Tensor], argnums: int | Sequence[int] = 0) -> Callable
 def vjp(f: Callable[..., Tensor], *primals: Tensor) -> tuple[Tensor, Callable[[Any], tuple]]:
     """``f(*primals)`` and its vector-Jacobian product: ``vjp_fn(u)`` is the tuple of ``uᵀ J``, one
     tensor per primal (``u`` of the output's shape). ``vjp_fn`` can be called many times."""
+    checked_function(f, "tk.vjp")
     with all_or_nothing(primals):
         args, out, nested = _applied(f, primals, range(len(primals)), "vjp")
         if not isinstance(out, Tensor):
@@ -77,6 +81,7 @@ def jacobian(f: Callable[[Tensor], Tensor], x: Tensor, mode: str = "rev") -> Ten
     """The Jacobian of ``f`` at ``x``: a tensor of shape ``f(x).shape + x.shape``. ``mode="rev"``
     builds it a row at a time, one backward per output value (``jax.jacrev``); ``mode="fwd"`` a
     column at a time, one forward-mode pass per input value (``jax.jacfwd``)."""
+    checked_function(f, "tk.jacobian")
     if mode == "rev":
         out, pull = vjp(f, x)
         rows = [pull(_unit(out, i))[0] for i in range(out.size)]
@@ -94,6 +99,8 @@ def hessian(f: Callable[[Tensor], Tensor], x: Tensor) -> Tensor:
     over reverse mode, as ``jax.hessian``). Inside another transform (``x`` carries a tape, or ``f``
     uses a tensor traced outside), where forward mode cannot pass a tangent back, row by row:
     reverse mode over reverse mode."""
+    checked_function(f, "tk.hessian")
+    _checked((x,), (0,), "hessian")
     if x.tape is None:
         try:
             return jacobian(grad(f), x, mode="fwd")
@@ -107,6 +114,7 @@ def hvp(f: Callable[[Tensor], Tensor], x: Tensor, v: Tensor) -> Tensor:
     derivative of ``grad(f)`` along ``v``, one forward pass through the recorded backward (forward
     mode over reverse mode). Inside another transform (``x`` carries a tape, or ``f`` uses a tensor
     traced outside), the gradient of ``grad(f) · v``."""
+    checked_function(f, "tk.hvp")
     v = _direction(x, v)
     if x.tape is None and v.tape is None:
         try:
@@ -133,7 +141,7 @@ def _direction(x: Tensor, v: Any) -> Tensor:
 
 # -- helpers -----------------------------------------------------------------------------------------
 def _argnums(argnums: Any, n: int, what: str) -> tuple[int, ...]:
-    picked = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+    picked = (argnums,) if isinstance(argnums, int) else tuple(argnums) if isinstance(argnums, (tuple, list)) else ()
     if not picked or any(not isinstance(i, int) or not -n <= i < n for i in picked):
         raise InvalidArgumentError(f"tk.{what}: argnums={argnums!r} does not name arguments of a call with {n}; "
                                    f"give an int from 0 to {n - 1} or a tuple of them")

@@ -1207,3 +1207,23 @@ def test_a_flag_or_setting_of_the_wrong_kind_is_refused_not_taken_as_true(make):
     with pytest.raises(tk.InvalidArgumentError, match="must be (True or False|two numbers)"):
         make(model)
     assert model.training is True
+
+
+@pytest.mark.parametrize("call", [
+    lambda x: tk.grad(3), lambda x: tk.vjp(3, x), lambda x: tk.jvp(3, x, x), lambda x: tk.hessian(None, x),
+    lambda x: tk.jacobian(3, x), lambda x: tk.hvp(3, x, x), lambda x: tk.check_grads(3, x),
+    lambda x: tk.hessian(lambda v: v.sum(), [1.0, 2.0]), lambda x: tk.nn.ReLU()([1.0, 2.0]),
+    lambda x: tk.nn.LayerNorm(2)(np.ones((1, 2))), lambda x: tk.nn.Residual(tk.nn.Tanh())("x"),
+    lambda x: tk.grad(lambda v: v.sum(), argnums=None)(x), lambda x: tk.grad(lambda v: v.sum(), argnums=1.0)(x),
+    lambda x: x.to("cpu"), lambda x: tk.nn.Linear(3, 2, device="cpu"),
+    lambda x: DEV.randn((3,), dtype="int64"), lambda x: DEV.rand((3,), dtype="bool"),
+    lambda x: tk.nn.Linear(3, 2, dtype="int64"), lambda x: tk.nn.Embedding(3, 2, dtype="int64"),
+], ids=["grad(3)", "vjp(3)", "jvp(3)", "hessian(None)", "jacobian(3)", "hvp(3)", "check_grads(3)", "hessian(list)",
+        "ReLU(list)", "LayerNorm(array)", "Residual(str)", "argnums=None", "argnums=1.0", "to('cpu')",
+        "Linear(device='cpu')", "randn(int64)", "rand(bool)", "Linear(int64)", "Embedding(int64)"])
+def test_a_call_of_the_wrong_kind_raises_a_tapekit_error_that_says_what_to_pass(call):
+    """A raw TypeError or AttributeError from deep inside (or, for integer draws and weights, constant
+    values: randn truncated to 0) becomes a tapekit error naming what to pass."""
+    with pytest.raises((tk.OperandError, tk.InvalidArgumentError, tk.DTypeError),
+                       match="takes|must be|argnums|differentiates|draws real numbers|trained by gradients"):
+        call(DEV.tensor([1.0, 2.0], dtype="float64"))

@@ -9,6 +9,8 @@ from .module import Module
 class ReLU(Module):
     """``max(x, 0)``."""
 
+    takes_tensor = True
+
     def forward(self, x: Tensor) -> Tensor:
         return x.relu()
 
@@ -16,12 +18,16 @@ class ReLU(Module):
 class Tanh(Module):
     """``tanh(x)``."""
 
+    takes_tensor = True
+
     def forward(self, x: Tensor) -> Tensor:
         return x.tanh()
 
 
 class Sigmoid(Module):
     """``1 / (1 + exp(-x))``."""
+
+    takes_tensor = True
 
     def forward(self, x: Tensor) -> Tensor:
         return x.sigmoid()

@@ -36,6 +36,8 @@ class Sequential(Module):
 class Residual(Module):
     """``x + module(x)``: the module's output must have the input's shape."""
 
+    takes_tensor = True
+
     def __init__(self, module: Module) -> None:
         if not isinstance(module, Module):
             raise InvalidArgumentError(f"Residual wraps a module, got a {type(module).__name__}")

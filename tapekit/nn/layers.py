@@ -11,7 +11,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..devices import Device, dtype_name, is_integer
+from ..devices import Device, dtype_name, is_floating, is_integer
 from ..errors import DTypeError, InvalidArgumentError, ShapeError, checked_number
 from ..ops.core import emit, same
 from ..ops.shape import device_array, refuse_out_of_range, take_flat
@@ -25,16 +25,28 @@ def _positive(name: str, value: Any) -> int:
     return int(value)
 
 
+def _parameter_dtype(device: Device, dtype: Any, layer: str) -> Any:
+    """``dtype`` for a layer's parameters: a float (or ``None``, the device's default): an integer
+    weight would start at 0 (uniform draws truncated) and could not be trained."""
+    if dtype is not None and not is_floating(device.dtype(dtype)):
+        raise DTypeError(f"{layer}'s parameters are trained by gradients, so their dtype must be a float ('float32' "
+                         f"or 'float64'), got {dtype_name(device.dtype(dtype))}")
+    return dtype
+
+
 class Linear(Module):
     """``x @ weight + bias``, with ``weight`` of shape ``(in_features, out_features)``.
 
     Both start uniform in ``±1/sqrt(in_features)``, as in PyTorch and dfdx."""
+
+    takes_tensor = True
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, device: Device | None = None,
                  dtype: Any = None) -> None:
         self.in_features = _positive("in_features", in_features)
         self.out_features = _positive("out_features", out_features)
         dev = device_or_default(device)
+        dtype = _parameter_dtype(dev, dtype, "Linear")
         bound = 1 / math.sqrt(in_features)
         self.weight = dev.tensor(dev.rng.uniform(-bound, bound, (in_features, out_features)), dtype=dtype)
         self.bias = dev.tensor(dev.rng.uniform(-bound, bound, (out_features,)), dtype=dtype) if bias else None
@@ -57,7 +69,8 @@ class Embedding(Module):
         self.num_embeddings = _positive("num_embeddings", num_embeddings)
         self.dim = _positive("dim", dim)
         dev = device_or_default(device)
-        self.weight = dev.tensor(dev.rng.standard_normal((num_embeddings, dim)), dtype=dtype)
+        self.weight = dev.tensor(dev.rng.standard_normal((num_embeddings, dim)),
+                                 dtype=_parameter_dtype(dev, dtype, "Embedding"))
 
     def forward(self, indices: Any) -> Tensor:
         index = device_array(indices, self.weight.device, "Embedding: the indices")
@@ -81,10 +94,13 @@ class LayerNorm(Module):
     """Normalise the last axis to mean 0 and variance 1, then scale by ``weight`` (ones) and shift
     by ``bias`` (zeros)."""
 
+    takes_tensor = True
+
     def __init__(self, dim: int, eps: float = 1e-5, device: Device | None = None, dtype: Any = None) -> None:
         self.dim = _positive("dim", dim)
         self.eps = checked_number(eps, "LayerNorm's eps", lambda v: v > 0, "a positive number")
         dev = device_or_default(device)
+        dtype = _parameter_dtype(dev, dtype, "LayerNorm")
         self.weight = dev.ones((dim,), dtype=dtype)
         self.bias = dev.zeros((dim,), dtype=dtype)
 
@@ -105,6 +121,8 @@ class LayerNorm(Module):
 class Dropout(Module):
     """In training mode, zero each value with probability ``p`` and scale the rest by ``1/(1-p)``
     (masks come from the input's device generator); in evaluation mode, the identity."""
+
+    takes_tensor = True
 
     def __init__(self, p: float = 0.5) -> None:
         self.p = checked_number(p, "Dropout's p", lambda v: 0 <= v < 1, "a number in [0, 1)")
@@ -136,6 +154,8 @@ class Constant(Module):
     It trains whichever side carries the tape. With parameter tagging the parameter carries it.
     With input tagging the input's tape moves onto the parameter, dfdx style: the output of an op
     on the parameter takes it, and under an OwnedTape the input's handle can no longer record."""
+
+    takes_tensor = True
 
     def __init__(self, shape: int | Sequence[int], device: Device | None = None, dtype: Any = None) -> None:
         self.value = device_or_default(device).zeros(shape, dtype=dtype)

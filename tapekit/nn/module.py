@@ -22,8 +22,8 @@ import itertools
 import os
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
-from ..devices import Cpu, Device
-from ..errors import TapeError, TapePolicyError, checked_flag
+from ..devices import Cpu, Device, checked_device
+from ..errors import OperandError, TapeError, TapePolicyError, checked_flag
 from ..gradients import Gradients
 from ..tapes.checkpoint import all_or_nothing
 from ..tensor import Tensor
@@ -39,7 +39,7 @@ def device_or_default(device: Device | None) -> Device:
     """``device``, or the device layers share when none is given (``tk.Cpu(seed=0)``, made once)."""
     global _default_device
     if device is not None:
-        return device
+        return checked_device(device, "a layer's device")
     if _default_device is None:
         _default_device = Cpu(seed=0)
     return _default_device
@@ -58,6 +58,7 @@ class Module:
     attributes and define ``forward(x)``; ``model(x)`` calls it."""
 
     training: bool = True
+    takes_tensor: bool = False  # True: a call with anything but a tensor is refused (tapekit's own layers)
     _traced_from: "Module | None" = None
 
     def forward(self, x: Any) -> Tensor:
@@ -66,6 +67,9 @@ class Module:
     def __call__(self, x: Any) -> Tensor:
         """``forward(x)``, all or nothing: if it raises (a later layer does not fit), the tapes of
         ``x`` and of the parameters are as they were before the call, and ``x`` keeps its tape."""
+        if self.takes_tensor and not isinstance(x, Tensor):
+            raise OperandError(f"{type(self).__name__} takes a tensor, got a {type(x).__name__}; make one with "
+                               f"dev.tensor(values)")
         with all_or_nothing(itertools.chain((x,), held_tensors(self))):
             return self.forward(x)
 
