@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import tapekit as tk
+from tapekit.tapes.global_ import active_global
 
 from .conftest import POLICIES, host
 
@@ -1227,3 +1228,16 @@ def test_a_call_of_the_wrong_kind_raises_a_tapekit_error_that_says_what_to_pass(
     with pytest.raises((tk.OperandError, tk.InvalidArgumentError, tk.DTypeError),
                        match="takes|must be|argnums|differentiates|draws real numbers|trained by gradients"):
         call(DEV.tensor([1.0, 2.0], dtype="float64"))
+
+
+def test_a_global_tape_entered_again_inside_its_own_block_nests():
+    """``with g: with g:`` raised two contradicting errors at the inner block's end."""
+    g = tk.GlobalTape()
+    x = DEV.tensor([1.0, 2.0], dtype="float64")
+    with g:
+        with g:
+            y = (x * 2.0).sum()
+        z = (x * 3.0).sum()
+        assert active_global() is g
+    assert active_global() is None
+    assert len(g) == 4 and g.backward([y, z])[x].tolist() == [5.0, 5.0]

@@ -37,7 +37,7 @@ class GlobalTape(SharedTape):
         if self not in stack:
             raise TapePolicyError(f"GlobalTape {self.label}'s block is not open here: close a block with the "
                                   f"`with` statement that opened it")
-        at = stack.index(self)
+        at = len(stack) - 1 - stack[::-1].index(self)  # its innermost block: ``with g: with g:`` nests
         opened = stack[at:]
         _active.set(stack[:at])  # the blocks opened inside this one cannot outlive it
         if len(opened) > 1:
