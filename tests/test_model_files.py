@@ -207,3 +207,19 @@ def test_a_save_through_a_link_replaces_the_file_it_points_to_and_keeps_the_link
     assert link.is_symlink() and sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["model-7.npz"]
     for p, q in zip(model.parameters(), _model(2).load(target).parameters()):
         np.testing.assert_array_equal(host(p), host(q))
+
+
+@pytest.mark.parametrize("call, error, words", [
+    (lambda m, d: m.save(d / "no" / "such" / "m.npz"), tk.ModelFileError, "not a folder that exists"),
+    (lambda m, d: m.save(d), tk.ModelFileError, "is a folder"),
+    (lambda m, d: m.save(None), tk.InvalidArgumentError, "give a file's path"),
+    (lambda m, d: m.load(d / "missing.npz"), tk.ModelFileError, "no such file"),
+    (lambda m, d: m.load(d), tk.ModelFileError, "cannot load from"),
+    (lambda m, d: m.save(d / "m.npz", optimizer="adam"), tk.InvalidArgumentError, "must be the model's optimizer"),
+], ids=["missing folder", "a folder", "None", "missing file", "load a folder", "optimizer='adam'"])
+def test_a_path_or_optimizer_that_cannot_be_used_is_named_with_what_to_give(tmp_path, call, error, words):
+    """A raw OSError named the hidden temporary file, not the path given; a folder got a stray file first."""
+    model = tk.nn.Linear(2, 2)
+    with pytest.raises(error, match=words):
+        call(model, tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == []

@@ -19,7 +19,7 @@ from typing import IO, TYPE_CHECKING, Any, Iterator, Sequence
 import numpy as np
 
 from ..devices import dtype_name
-from ..errors import ModelFileError
+from ..errors import InvalidArgumentError, ModelFileError
 from ..tensor import Tensor
 
 if TYPE_CHECKING:
@@ -31,6 +31,12 @@ OPTIMIZER = "optimizer/"  # where a checkpoint's optimizer arrays are named
 def save(named: Sequence[tuple[str, Tensor]], path: str | os.PathLike, optimizer: "Optimizer | None" = None) -> None:
     """Write each parameter under its name (the file is written at ``path`` exactly), and the
     optimizer's kind, settings and state of each parameter when one is given."""
+    path = _checked(path, optimizer, "save to")
+    folder = os.path.dirname(os.path.realpath(path))
+    if os.path.isdir(path) or not os.path.isdir(folder):
+        why = "is a folder" if os.path.isdir(path) else f"is in {folder}, which is not a folder that exists"
+        raise ModelFileError(f"cannot save to {os.fspath(path)}: it {why}. Give the path of a file in a folder that "
+                             f"exists, e.g. model.save('model.npz')")
     arrays = {name: p.numpy() for name, p in named}
     if optimizer is not None:
         arrays.update(_optimizer_arrays(named, optimizer))
@@ -74,7 +80,7 @@ def load(named: Sequence[tuple[str, Tensor]], path: str | os.PathLike, optimizer
     """Replace each parameter's values with the file's array of the same name, and the optimizer's
     state of each with the file's, after checking that every name, shape and dtype fits and that
     the file's optimizer is of the same kind and settings; on any mismatch nothing changes."""
-    arrays = _read(path)
+    arrays = _read(_checked(path, optimizer, "load from"))
     params = dict(named)
     problems = _parameter_problems(params, {n: a for n, a in arrays.items() if not n.startswith(OPTIMIZER)})
     if optimizer is not None:
@@ -169,8 +175,23 @@ def _state_value(p: Tensor, template: Any, arr: np.ndarray) -> Any:
     return p.device.from_numpy(arr) if hasattr(template, "shape") else int(arr)
 
 
+def _checked(path: Any, optimizer: Any, doing: str) -> str | os.PathLike:
+    """``path`` when it names a file and ``optimizer`` is one (or ``None``); else a tapekit error."""
+    from ..optim import Optimizer  # here: optim imports the modules, which import this one
+    if not isinstance(path, (str, os.PathLike)):
+        raise InvalidArgumentError(f"cannot {doing} {path!r}: give a file's path, e.g. 'model.npz'")
+    if optimizer is not None and not isinstance(optimizer, Optimizer):
+        raise InvalidArgumentError(f"optimizer must be the model's optimizer (tk.optim.Sgd or Adam), got {optimizer!r}")
+    return path
+
+
 def _read(path: str | os.PathLike) -> dict[str, Any]:
-    with open(path, "rb") as f:
+    try:
+        f = open(path, "rb")
+    except OSError as err:
+        raise ModelFileError(f"cannot load from {os.fspath(path)}: {err.strerror.lower()}. Give the path of a file "
+                             f"written by model.save(path)") from None
+    with f:
         try:
             archive = np.load(f, allow_pickle=False)
             if not isinstance(archive, np.lib.npyio.NpzFile):
