@@ -12,12 +12,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import numpy as np
-
 from .errors import DTypeError, InvalidArgumentError, ShapeError, checked_number
-from .devices import dtype_name, is_floating, is_integer
+from .devices import dtype_name, host_floats, is_floating, is_integer
 from .ops import where
-from .ops.core import ELEMENTWISE, emit
+from .ops.core import ELEMENTWISE, check_devices, emit
 from .ops.elementwise import stable_sigmoid
 from .ops.reduce import stable_log_softmax
 from .ops.shape import device_array, refuse_out_of_range
@@ -169,12 +167,8 @@ def _like(other: Any, t: Tensor, loss: str, what: str) -> Tensor:
     """``other`` as a tensor of ``t``'s shape on ``t``'s device (numbers and arrays are converted)."""
     _check_first(t, loss, "predictions")
     if not isinstance(other, Tensor):
-        try:
-            values = np.asarray(other, dtype=np.float64)
-        except (TypeError, ValueError):
-            raise InvalidArgumentError(f"{loss}: the {what} must be numbers (a tensor, an array or a list), got "
-                                       f"{type(other).__name__} {str(other)[:40]}") from None
-        other = t.device.tensor(values, dtype=t.dtype)
+        other = t.device.tensor(host_floats(other, f"{loss}: the {what}", InvalidArgumentError), dtype=t.dtype)
+    check_devices([t, other], loss)
     if other.shape != t.shape:
         raise ShapeError(f"{loss}: the {what} has shape {other.shape} but the prediction has {t.shape}; give "
                          f"them one shape (a broadcast here would silently compare the wrong values)")

@@ -1241,3 +1241,17 @@ def test_a_global_tape_entered_again_inside_its_own_block_nests():
         assert active_global() is g
     assert active_global() is None
     assert len(g) == 4 and g.backward([y, z])[x].tolist() == [5.0, 5.0]
+
+
+@pytest.mark.parametrize("call, error", [
+    (lambda t: tk.cross_entropy(t, [[0, 1], [2]]), tk.InvalidArgumentError),
+    (lambda t: tk.nll_loss(t, [[0, 1], [2]]), tk.InvalidArgumentError),
+    (lambda t: tk.mse_loss(t, np.array([[1.0, None, 2.0], [1.0, 2.0, 3.0]], dtype=object)), tk.InvalidArgumentError),
+    (lambda t: tk.binary_cross_entropy_with_logits(t, tk.Cpu(backend="strict").tensor(np.zeros((2, 3)))),
+     tk.DeviceMismatchError),
+], ids=["ragged labels", "ragged nll labels", "None in a target", "target on another device"])
+def test_a_loss_target_that_cannot_be_used_raises_a_tapekit_error(call, error):
+    t = DEV.tensor([[1.0, 2.0, 3.0], [0.0, 1.0, 2.0]], dtype="float64").trace(tk.UnionTape())
+    with pytest.raises(error):
+        call(t)
+    assert len(t.tape) == 0

@@ -550,7 +550,11 @@ def device_array(key: Any, device: Any, what: str) -> Any:
     if not isinstance(key, Tensor):
         if device_array_as_is(key, device.xp):
             return key
-        return device.from_numpy(np.asarray(key))
+        try:
+            return device.from_numpy(np.asarray(key))
+        except ValueError:  # a ragged list
+            raise InvalidArgumentError(f"{what} must be an array of one shape; got a list whose rows differ in "
+                                       f"length") from None
     if key.device is not device and key.device.place != device.place:
         raise DeviceMismatchError(f"{what} is on {key.device!r} but the tensor it goes with is on {device!r}; "
                                   f"move it first with .to(device)")
