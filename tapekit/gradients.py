@@ -8,7 +8,7 @@ from typing import Any, Iterable, Iterator
 import numpy as np
 
 from .devices import array_nbytes
-from .errors import MissingGradientError
+from .errors import MissingGradientError, OperandError
 from .ids import label, label_all
 
 
@@ -28,13 +28,18 @@ def tensor_id(key: Any) -> int:
     """The id behind a tensor or an int id."""
     tid = getattr(key, "id", key)
     if not isinstance(tid, int):
-        raise TypeError(f"Gradients are keyed by tensors or tensor ids, not {type(key).__name__}")
+        raise OperandError(f"Gradients are keyed by tensors or tensor ids, not {type(key).__name__}: g[x] for a "
+                           f"tensor x")
     return tid
 
 
 def leaf_ids(leaves: Iterable[Any] | None) -> frozenset[int] | None:
     """The ids of a leaf set given as tensors or ids (``None``: no leaf set, keep all)."""
-    return None if leaves is None else frozenset(map(tensor_id, leaves))
+    if leaves is None:
+        return None
+    if isinstance(leaves, (str, bytes)) or not hasattr(leaves, "__iter__"):
+        raise OperandError(f"leaves takes a list of tensors (leaves=[w, b]), got {type(leaves).__name__}")
+    return frozenset(map(tensor_id, leaves))
 
 
 class Gradients:

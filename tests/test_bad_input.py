@@ -1255,3 +1255,12 @@ def test_a_loss_target_that_cannot_be_used_raises_a_tapekit_error(call, error):
     with pytest.raises(error):
         call(t)
     assert len(t.tape) == 0
+
+
+@pytest.mark.parametrize("call", [lambda: tk.Gradients()["a"], lambda: "a" in tk.Gradients(),
+                                  lambda: tk.Gradients(leaves=["a"]), lambda: tk.Gradients(leaves=3),
+                                  lambda: tk.UnionTape(leaves=3)], ids=["g['a']", "'a' in g", "leaves=['a']",
+                                                                        "Gradients(leaves=3)", "UnionTape(leaves=3)"])
+def test_gradients_keyed_by_something_else_than_tensors_raise_operand_error(call):
+    with pytest.raises(tk.OperandError, match="keyed by tensors|leaves takes a list"):
+        call()
