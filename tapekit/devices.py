@@ -8,6 +8,7 @@ seeded numpy generator, so one seed gives the same values on every device.
 from __future__ import annotations
 
 import functools
+import numbers
 import operator
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
@@ -158,6 +159,8 @@ class Device:
         if dtype_name(default_dtype) not in _FLOATS:
             raise DTypeError(f"default_dtype must be float32 or float64, got {default_dtype!r}: it is the dtype of "
                              f"numbers, float data and integer ops that yield floats")
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+            raise InvalidArgumentError(f"seed must be an int, 0 or more (the generator's start), got {seed!r}")
         self.seed = seed
         self.default_dtype = dtype_name(default_dtype)
         self._default_host_dtype = np.dtype(self.default_dtype)  # what a numpy array of it has (``tensor``)
@@ -253,6 +256,8 @@ class Device:
     def full(self, shape: int | Sequence[int], value: float, dtype: Any = None,
              name: str | None = None) -> "Tensor":
         """A tensor filled with ``value``."""
+        if isinstance(value, bool) or not isinstance(value, (numbers.Real, np.number)):
+            raise InvalidArgumentError(f"full fills a tensor with one number, got {value!r}")
         return self._wrap(self.xp.full(_shape(shape), value, dtype=self.dtype(dtype), **self._placement()), name)
 
     def zeros_like(self, t: "Tensor", name: str | None = None) -> "Tensor":

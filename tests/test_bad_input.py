@@ -1264,3 +1264,12 @@ def test_a_loss_target_that_cannot_be_used_raises_a_tapekit_error(call, error):
 def test_gradients_keyed_by_something_else_than_tensors_raise_operand_error(call):
     with pytest.raises(tk.OperandError, match="keyed by tensors|leaves takes a list"):
         call()
+
+
+@pytest.mark.parametrize("call", [lambda: tk.Cpu(seed=-1), lambda: tk.Cpu(seed=1.5), lambda: tk.Cpu(seed="a"),
+                                  lambda: DEV.full((2,), None), lambda: DEV.full((2,), [1, 2])],
+                         ids=["seed=-1", "seed=1.5", "seed='a'", "full(None)", "full(list)"])
+def test_a_seed_or_fill_value_that_is_not_one_number_is_refused(call):
+    """full(None) filled NaN silently; numpy's own errors leaked for the seeds."""
+    with pytest.raises(tk.InvalidArgumentError, match="seed must be an int|one number"):
+        call()
