@@ -159,8 +159,9 @@ class Device:
         if dtype_name(default_dtype) not in _FLOATS:
             raise DTypeError(f"default_dtype must be float32 or float64, got {default_dtype!r}: it is the dtype of "
                              f"numbers, float data and integer ops that yield floats")
-        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-            raise InvalidArgumentError(f"seed must be an int, 0 or more (the generator's start), got {seed!r}")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):
+            raise InvalidArgumentError(f"seed must be an int, 0 or more (the generator's start; None: a fresh one), "
+                                       f"got {seed!r}")
         self.seed = seed
         self.default_dtype = dtype_name(default_dtype)
         self._default_host_dtype = np.dtype(self.default_dtype)  # what a numpy array of it has (``tensor``)
