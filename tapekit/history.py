@@ -165,7 +165,8 @@ def _advice(hidden: Sequence[Record]) -> str:
     or another tape holds them."""
     if all(home_of(r) is None for r in hidden):
         if not any(r.consumed_by for r in hidden):
-            return ("Keep a tensor that holds their tape (a variable) until the backward runs: a tape no tensor "
+            whose = "its tape" if len(hidden) == 1 else "their tapes"
+            return (f"Keep a tensor that holds {whose} (a variable) until the backward runs: a tape no tensor "
                     "holds is dropped with its records.")
         return ("Run tk.backward([...]) over all outputs at once, or keep the records for another backward with "
                 "backward(retain=True).")

@@ -91,11 +91,14 @@ class Explanation:
 
     def __str__(self) -> str:
         cov = self.coverage
-        lines = [f"{self.output.label} carries {self.tape}; its history has {plural(len(cov.records), 'record')}:"]
+        has = f"{plural(len(cov.records), 'record')}:" if cov.records else "no records."
+        lines = [f"{self.output.label} carries {self.tape}; its history has {has}"]
         hidden = {r.id for r in cov.hidden}
-        for rec in reversed(cov.records):
+        code = [rec.line() for rec in reversed(cov.records)]
+        width = max(map(len, code), default=0)
+        for line, rec in zip(code, reversed(cov.records)):
             mark = "  missed" if rec.id in hidden else "  seen  "
-            lines.append(f"{mark} {rec.line()}   [{where(rec)}]")
+            lines.append(f"{mark} {line:<{width}}   [{where(rec)}]")
         if cov.complete:
             lines.append("A backward on it sees its whole history: every gradient it depends on will be there.")
         else:

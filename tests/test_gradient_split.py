@@ -229,6 +229,34 @@ def test_the_figure_lists_missing_in_its_legend_only_when_a_part_is_missing():
     legend = lambda fig: [t.get_text() for t in fig.legends[0].get_texts()]  # noqa: E731
     x, y, z, zz = p4(zz_first=False)
     whole = viz.plot_gradient_split(viz.gradient_split(z, zz, label="z first"))
-    assert legend(whole) == [f"tape {z.tape.label}'s backward", f"tape {zz.tape.label}'s backward"]
+    assert legend(whole) == [f"backward of tape {z.tape.label}", f"backward of tape {zz.tape.label}"]
     partial = viz.plot_gradient_split(viz.gradient_split(*p4(zz_first=True)[2:], label="zz first"))
     assert legend(partial)[-1] == "missing: no backward delivers it"
+
+
+def test_the_text_leaves_out_a_zero_part_as_the_figure_does():
+    """u = x + w is never used, but its record sits on tape A: the zero entry it gives w is no part
+    of w's gradient (the text said '[0, 0] on tape A + [3, 3] on tape B', the figure drew B only)."""
+    dev = tk.Cpu()
+    x = dev.tensor([1., 2.], name="x").trace(tk.ArcTape())
+    w = dev.tensor([3., 4.], name="w").trace(tk.ArcTape())
+    u = x + w  # noqa: F841
+    p, r = (x * 2.0).sum(), (w * 3.0).sum()
+    cut = viz.gradient_split(p, r)
+    assert f"  w: [3, 3] = [3, 3] on tape {r.tape.label}\n" in str(cut) + "\n", str(cut)
+    texts = [t.get_text() for t in viz.plot_gradient_split(cut).axes[1].texts]
+    assert texts == [f"tape {r.tape.label}: [3, 3]"]
+
+
+def test_a_zero_gradient_keeps_its_one_part_in_the_text():
+    x = tk.Cpu().tensor([1., 2.], name="x").trace(tk.ArcTape())
+    s = (x * 0.0).sum()
+    assert f"x: [0, 0] = [0, 0] on tape {s.tape.label}" in str(viz.gradient_split(s))
+
+
+def test_the_legend_names_a_big_union_s_backward_in_plain_english():
+    dev = tk.Cpu()
+    xs = [dev.tensor([1., 2.], name=f"x{i}").trace(tk.UnionTape()) for i in range(5)]
+    s = sum(xs[1:], xs[0]).sum()
+    words = [t.get_text() for t in viz.plot_gradient_split(viz.gradient_split(s)).legends[0].get_texts()]
+    assert words == [f"backward of tape {s.tape.label}"] and "tapes's" not in words[0]

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import tapekit as tk
+from tapekit.viz.palette import MISSING
 
 from .dot_helpers import nodes
 from .programs import fan_out, p4, p5
@@ -208,6 +209,17 @@ def test_a_leaf_set_keeps_only_the_leaves_at_the_end():
     assert "✗ w has no gradient: it is not in the leaf set of this backward" in player.text
 
 
+def test_a_gradient_the_leaf_set_leaves_out_is_drawn_not_kept_not_missing():
+    """Red ✗ is for a gradient the backward failed to produce; w was left out on purpose."""
+    player = BackwardPlayer(with_leaves, policy="union")
+    player.step.value = player.step.max
+    drawn, key = player.dot.split("legend [label=")
+    assert 'label="w|(2,)|g = not kept"' in drawn and "✗" not in drawn and MISSING not in drawn
+    assert "not kept: not in the leaf set" in key and "✗ no gradient" not in key
+    player.step.value = 0
+    assert "not kept" not in player.dot
+
+
 def broadcast(tape):
     dev = tk.Cpu()
     b = dev.tensor([1., 2.]).trace(tape())
@@ -299,3 +311,49 @@ def test_the_dag_keeps_the_size_of_its_largest_step_so_the_layout_never_changes(
     assert px(width) == pytest.approx(max(w for w, _ in sizes), abs=1)
     assert px(height) == pytest.approx(max(h for _, h in sizes), abs=1)
     assert player.picture.layout.max_width == "100%"
+
+
+# -- the legend: the tapes drawn, as tk.viz.dag names them -------------------------------------
+
+def two_tapes(tape):
+    dev = tk.Cpu()
+    x = dev.tensor([1., 2.]).trace(tape())
+    y = dev.tensor([3., 4.]).trace(tape())
+    p = (x * 2.0).sum()
+    q = (y * 3.0).sum()
+
+
+def tape_rows(dot: str) -> list[str]:
+    """The legend's rows for tapes and for records no tape holds, as plain text."""
+    key = dot.split("legend [label=")[1]
+    rows = [" ".join(re.sub(r"<[^>]+>", " ", r.replace("<BR/>", " ")).split())
+            for r in re.findall(r"<TR>(.*?)</TR>", key)]
+    return [r for r in rows if r.startswith(("tape ", "grey, dashed"))]
+
+
+@pytest.mark.parametrize("policy", ["arc", "owned", "union"])
+def test_the_legend_lists_the_tapes_it_draws_as_the_dag_of_the_output_does(policy):
+    """p's tape was listed though nothing of p was drawn; at the end the legend kept p's tape and,
+    under OwnedTape, had no row for the records the backward consumed."""
+    player = BackwardPlayer(two_tapes, policy=policy, output="q")
+    before = tk.widgets.Replay(two_tapes, policy).run(None)
+    want = tape_rows(tk.viz.dag(before.tensors["q"], names=before.tensors).source)
+    for k in range(player.step.max):
+        player.step.value = k
+        assert tape_rows(player.dot) == want, (k, tape_rows(player.dot))
+    after = tk.widgets.Replay(two_tapes, policy).run(None)
+    after.tensors["q"].backward()
+    player.step.value = player.step.max
+    assert tape_rows(player.dot) == tape_rows(tk.viz.dag(after.tensors["q"], names=after.tensors).source)
+
+
+def test_the_player_fills_a_tape_s_ops_and_tensors_as_the_dag_does():
+    player = BackwardPlayer(two_tapes, policy="arc", output="q")
+    moment = tk.widgets.Replay(two_tapes, "arc").run(None)
+    dag = tk.viz.dag(moment.tensors["q"], names=moment.tensors).source
+
+    def fills(dot):
+        return sorted(re.search(r'fillcolor="?(#\w+)', a)[1] for a in nodes(dot).values()
+                      if "fillcolor" in a and "white" not in a)
+
+    assert fills(player.dot) == fills(dag)

@@ -486,3 +486,25 @@ def test_a_warning_filtered_by_its_text_or_recorded_still_names_its_tapes():
         (zz * 1.0).sum().backward()
     assert len(caught) == 1 and f"tape {y.tape.label}" not in str(caught[0].message)
     assert re.search(r"\(on tape [A-Z]+\)", str(caught[0].message))
+
+
+def test_the_two_tensors_of_a_policy_error_are_labelled_in_the_order_they_were_made():
+    """``y + x`` with x made first: the message named y first, so y was t1 and x t2."""
+    dev = tk.Cpu()
+    x = dev.tensor([1., 2.]).trace(tk.UnionTape())
+    y = dev.tensor([3., 4.]).trace(tk.ArcTape())
+    with pytest.raises(tk.TapePolicyError) as err:
+        y + x
+    assert int(x.label[1:]) < int(y.label[1:])
+    assert f"{y.label} carries an ArcTape and {x.label} a UnionTape" in str(err.value)
+
+
+def test_the_tensors_a_moved_tape_message_names_are_labelled_in_the_order_they_were_made():
+    """``c = a * b`` moved b's OwnedTape: the message named b before the line, so b took a's label."""
+    dev = tk.Cpu()
+    a = dev.tensor([1., 2.]).trace(tk.OwnedTape())
+    b = dev.tensor([3., 4.]).trace(tk.OwnedTape())
+    c = a * b
+    text = repr(b.tape)
+    assert [int(t.label[1:]) for t in (a, b, c)] == sorted(int(t.label[1:]) for t in (a, b, c))
+    assert f"{b.label}'s OwnedTape was moved into the output of `{c.label} = mul({a.label}, {b.label})`" in text

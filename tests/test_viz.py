@@ -454,3 +454,58 @@ def test_a_leaf_whose_first_reader_was_let_go_is_outlined_grey_and_the_legend_sa
     assert "grey: that op's record is gone" in legend
     y = tk.Cpu().tensor([1., 2.], name="y").trace(tk.OwnedTape())
     assert "record is gone" not in viz.dag((y * 3.0).sum()).source  # said only where a leaf is drawn so
+
+
+# -- a leaf set: the gradients it leaves out on purpose are not drawn as missing ------------------
+
+def _leaf_set():
+    dev = tk.Cpu()
+    x0, y0 = dev.tensor([1., 2.], name="x"), dev.tensor([3., 4.], name="y")
+    x, y = x0.trace(tk.UnionTape(leaves=[x0])), y0.trace(tk.UnionTape())
+    s = (x * y).sum()
+    s.name = "s"
+    return x, y, s
+
+
+def test_gradients_a_leaf_set_leaves_out_are_marked_not_kept_in_grey_not_missing_in_red():
+    x, y, s = _leaf_set()
+    src = viz.dag(s, grads=s.backward()).source
+    drawn, key = src.split("legend [label=")
+    assert 'label="x|(2,)|grad ✓"' in drawn
+    assert 'label="y|(2,)|not kept"' in drawn and 'label="s|()|not kept"' in drawn
+    assert MISSING not in drawn and "grad ✗" not in src and "gradient missing" not in key
+    assert "not kept: not in the leaf set" in key.replace("<BR/>", " ")
+
+
+def test_the_not_kept_row_is_in_the_legend_only_when_a_tensor_is_drawn_not_kept():
+    x, y, z, zz = p4(zz_first=True)
+    with pytest.warns(tk.IncompleteTapeWarning):
+        g = zz.backward(seed=np.ones(2))
+    assert "not kept" not in viz.dag(z, zz, grads=g).source
+
+
+def test_the_explorer_draws_a_gradient_the_leaf_set_leaves_out_as_not_kept():
+    def program(tape):
+        dev = tk.Cpu()
+        x = dev.tensor([1., 2.])
+        w = dev.tensor([3., 4.]).trace(tk.UnionTape(leaves=[x]))
+        loss = (x * w).sum()
+
+    explorer = tk.widgets.TapeExplorer(program, policy="union")
+    explorer.output.value = "loss"
+    explorer.run_backward()
+    assert 'label="w|(2,)|not kept"' in explorer.dot and MISSING not in explorer.dot.split("legend [label=")[0]
+
+
+def test_the_snapshot_counts_the_leaves_of_the_leaf_set_as_gradient_split_does():
+    x, y, s = _leaf_set()
+    assert "its backward sees 2/2 records, 1/1 leaves" in str(viz.snapshot(s))
+    assert list(viz.gradient_split(s).parts) == ["x"]
+
+
+def test_the_snapshot_of_a_model_with_alloc_grads_counts_its_parameters_not_its_input():
+    dev = tk.Cpu(seed=1)
+    model = tk.nn.Sequential(tk.nn.Linear(3, 2, device=dev), tk.nn.Tanh(), tk.nn.Linear(2, 1, device=dev))
+    xb = dev.tensor(np.ones((2, 3)), name="xb")
+    loss = (model(xb.trace(tk.OwnedTape(model.alloc_grads()))) ** 2).mean()
+    assert "4/4 leaves" in str(viz.snapshot(loss)) and len(viz.gradient_split(loss).parts) == 4

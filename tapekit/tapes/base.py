@@ -356,7 +356,10 @@ class SpentTape(Tape):
         return self
 
     def __repr__(self) -> str:
-        """``<MovedTape of OwnedTape A: ...>``: the handle, the tape it stood for, and why it is spent."""
+        """``<consumed OwnedTape A: ...>`` (``<MovedTape of OwnedTape A: ...>``): what became of the
+        tape the handle stood for, and why it cannot record."""
+        if type(self) is SpentTape and self._make is consumed_of:  # a MovedTape keeps no ``_make``
+            return f"<consumed OwnedTape {tape_name([self._of])}: {self._spent}>"
         of = "" if self._of is None else f" of OwnedTape {tape_name([self._of])}"
         return f"<{type(self).__name__}{of}: {self._spent}>"
 
@@ -394,6 +397,7 @@ def raise_spent(tape: Tape) -> None:
 
 def moved_into(tid: int, rec: Record) -> TapeMovedError:
     """The error of a handle (tensor ``tid``) whose OwnedTape the op of ``rec`` moved into its output."""
+    label_all([tid, *rec.inputs, rec.out])  # named together: labelled in the order they were made
     return moved_error(f"{label(tid)}'s OwnedTape", f"`{rec.line()}`")  # the line names the output
 
 

@@ -81,6 +81,7 @@ def check_one_policy(holders: Sequence[Any], tapes: Sequence[Tape], what: str) -
         if type(tape) is not type(tapes[0]):
             if tapes[0]._transform or tape._transform:
                 raise TapePolicyError(_mixed_with_a_transform(what, (holders[0], tapes[0]), (t, tape)))
+            label_all([holders[0].id, t.id])  # named together: labelled in the order they were made
             raise TapePolicyError(
                 f"{what}: {label(holders[0].id)} carries {_a(type(tapes[0]).__name__)} and {label(t.id)} "
                 f"{_a(type(tape).__name__)}; one call cannot mix tape policies. Trace both with the same policy.")

@@ -4,9 +4,9 @@ Tensors are record nodes ``name | shape | grad ✓/✗``, ops are small boxes, e
 An op and its output take the colour of the tape that holds the op's record (grey and dashed once a
 backward let it go); leaves are white, outlined in the colour of the tape of the first op that
 reads them; the tensors drawn (outputs) are bold, with a thick outline in the colour of the tape
-they carry; a missing gradient is red. Tensors and tapes are named as `tapekit.ids` says, as every
-printout and picture names them; the legend says all this in words, with swatches that hold no
-tensor name.
+they carry; a missing gradient is red, and one the leaf set left out on purpose "not kept". Tensors
+and tapes are named as `tapekit.ids` says, as every printout and picture names them; the legend
+says all this in words, with swatches that hold no tensor name.
 """
 
 from __future__ import annotations
@@ -54,7 +54,8 @@ def dag(*tensors: Any, grads: Any = None, names: Mapping[str, Any] | None = None
     """The op DAG behind ``tensors`` as a ``graphviz.Digraph`` (SVG in Jupyter), its tapes named
     and coloured as a snapshot of the same tensors names them.
 
-    ``grads``: a ``Gradients``; each tensor then shows ``grad ✓`` or, in red, ``grad ✗``.
+    ``grads``: a ``Gradients``; each tensor then shows ``grad ✓``, in red ``grad ✗``, or ``not kept``
+    when the leaf set of the backward left it out.
     ``names``: a mapping such as ``locals()`` naming tensors that have no ``name=``.
     """
     return draw(capture(tensors_given(tensors, "tk.viz.dag"), grads, names))
@@ -74,7 +75,7 @@ def draw(scene: Scene) -> Picture:
     for i, op in enumerate(scene.ops, 1):
         node = f"op{i}"
         colour = colours.colour(op.tape)
-        graph.node(node, op.name, **_op_style(op, colour))
+        graph.node(node, op.name, **op_style(op, colour))
         for tid in op.inputs:
             if tid is not None:
                 graph.edge(ids[tid], node, color="#555555")
@@ -103,36 +104,48 @@ def _shape_text(shape: tuple[int, ...]) -> str:
 
 def _tensor_label(view: TensorView) -> str:
     fields = [_escape(view.name), _shape_text(view.shape)]
-    if view.grad is not None:
-        fields.append("grad ✓" if view.grad else "grad ✗")
+    mark = _grad_mark(view)
+    if mark is not None:
+        fields.append(mark)
     return "|".join(fields)
 
 
-def tensor_style(view: TensorView, colours: TapeLooks, fill: float = 0.6) -> dict[str, str]:
+NOT_KEPT = "not kept"  # a gradient the leaf set left out on purpose: no mark of a missing one
+NOT_KEPT_TEXT = "not kept: not in the leaf set, so the backward dropped its gradient"
+
+
+def _grad_mark(view: TensorView) -> str | None:
+    """``grad ✓``, ``grad ✗`` (missing) or ``not kept`` (left out by the leaf set); ``None``: no gradients given."""
+    if view.grad is None:
+        return None
+    return "grad ✓" if view.grad else NOT_KEPT if view.not_kept else "grad ✗"
+
+
+def tensor_style(view: TensorView, colours: TapeLooks) -> dict[str, str]:
     """How every picture draws a tensor: a leaf white, outlined in the colour of the tape of the
     first op that reads it (grey once that op's record is gone; no op yet: the tape it carries); a
     tensor an op made filled in its tape's colour and, when it is drawn as an output, bold with a
-    thick outline in the colour of the tape it carries; a missing gradient red."""
+    thick outline in the colour of the tape it carries; a missing gradient red (not one the leaf set
+    left out)."""
+    red = {"fontcolor": MISSING} if view.grad is False and not view.not_kept else {}
     if view.leaf:
         tape = view.outline if view.outline is not None else view.carries
         outline = CONSUMED if view.reader_gone else INK if tape is None else colours.colour(tape)
-        return {"shape": "record", "style": "filled", "fillcolor": "white", "penwidth": "1.5", "color": outline,
-                **({"fontcolor": MISSING} if view.grad is False else {})}
+        return {"shape": "record", "style": "filled", "fillcolor": "white", "penwidth": "1.5", "color": outline, **red}
     colour = colours.colour(view.made_on)
-    style = {"shape": "record", "style": "filled", "fillcolor": lighten(colour, fill), "color": colour}
+    style = {"shape": "record", "style": "filled", "fillcolor": lighten(colour), "color": colour, **red}
     if view.output:
         style.update(penwidth="3", fontname=f"{FONT}-Bold")
         if view.carries is not None:
             style["color"] = colours.colour(view.carries)
-    if view.grad is False:
-        style["fontcolor"] = MISSING
     return style
 
 
 LET_GO = {"style": "rounded,filled,dashed", "fillcolor": GONE_FILL, "color": CONSUMED}  # no tape holds it
 
 
-def _op_style(op: OpView, colour: str) -> dict[str, str]:
+def op_style(op: OpView, colour: str) -> dict[str, str]:
+    """How every picture draws an op: filled in the colour of its tape, grey and dashed once no tape holds it."""
     style = {"shape": "box", "style": "rounded,filled", "fillcolor": colour, "color": colour, "fontsize": "10",
              "height": "0.25", "margin": "0.06,0.03", "fontcolor": text_on(colour)}
     if op.tape is None:
@@ -169,10 +182,12 @@ def _legend(scene: Scene, colours: TapeLooks) -> str:
     for text in dict.fromkeys(fate_text(op, scene) for op in scene.ops if op.tape is None):
         rows.append(_row(_swatch(GONE_FILL), _text(text)))
     rows += [_row(_swatch("white"), _text(text)) for text in marks(scene)]
-    marked = {v.grad for v in scene.tensors.values()}  # only the marks the picture uses
-    if True in marked:
+    marked = {_grad_mark(v) for v in scene.tensors.values()}  # only the marks the picture uses
+    if "grad ✓" in marked:
         rows.append(_row(_swatch("white", "✓"), _text("grad ✓: has a gradient")))
-    if False in marked:
+    if NOT_KEPT in marked:
+        rows.append(_row(_swatch("white"), _text(NOT_KEPT_TEXT)))
+    if "grad ✗" in marked:
         rows.append(_row(_swatch("white", f'<FONT COLOR="{MISSING}">✗</FONT>'),
                          _text("grad ✗: gradient missing", ink=MISSING)))
     return f'<<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="2" CELLPADDING="1">{"".join(rows)}</TABLE>>'

@@ -37,7 +37,8 @@ class OutputShare:
     """Where one output's history lives, and how much of it the tape the output holds can see.
 
     ``split`` maps the birth of each tape holding records of the history (``None``: no tape any
-    more) to how many it holds; ``reachable`` counts the leaves whose whole gradient a backward on
+    more) to how many it holds; ``leaves`` counts the history's leaves (those of the leaf set of the
+    tape the output holds, if it has one); ``reachable`` those whose whole gradient a backward on
     the output alone would produce (not those it would miss, nor those it would get only in part);
     ``dropped`` counts the records no tape holds that no backward let go: they were dropped with
     their tape (no tensor held it)."""
@@ -142,6 +143,8 @@ def _output_share(tensor: Any, scene: Scene) -> OutputShare:
     made = {rec.out for rec in records}
     dropped = sum(op.out in made and op.fate == "dropped" for op in scene.ops)
     leaves = {tid for rec in records for tid in rec.inputs if tid is not None and tid not in made}
+    if store is not None and store.leaves is not None:  # its backward keeps only the leaf set's gradients
+        leaves &= store.leaves
     return OutputShare(scene.name(tensor.id), None if store is None else store._born, split, len(leaves),
                        len(leaves - cov.missed.keys() - cov.incomplete), dropped)
 

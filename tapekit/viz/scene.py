@@ -40,7 +40,7 @@ class TensorView:
     ``carries``: birth of the live tape it carries, for a tensor the picture was given (an output);
     ``outline``: for a leaf, birth of the tape holding the first op that reads it (``None``: none,
     or no tape any more: ``reader_gone``); ``grad``: whether the given gradients hold it (``None``:
-    none given)."""
+    none given); ``not_kept``: they do not, because their leaf set left it out on purpose."""
 
     name: str
     shape: tuple[int, ...]
@@ -51,6 +51,7 @@ class TensorView:
     grad: bool | None
     outline: int | None = None
     reader_gone: bool = False  # a leaf whose first reader's record no tape holds any more
+    not_kept: bool = False
 
 
 @dataclass(frozen=True)
@@ -105,7 +106,7 @@ def capture(tensors: Sequence[Tensor], grads: Any = None, names: Mapping[str, An
     made = {rec.out: fates.view(rec) for rec in records}  # output id -> the op that made it
     order = _appearance(records, tensors)
     label_all(order)
-    outline = _first_readers(made.values())
+    outline = first_readers(made.values())
     shapes = _shapes(records, tensors)
     outputs = {t.id for t in tensors}
     views = {}
@@ -114,9 +115,17 @@ def capture(tensors: Sequence[Tensor], grads: Any = None, names: Mapping[str, An
         op = made.get(tid)
         views[tid] = TensorView(label(tid), shapes[tid], op is None, tid in outputs, None if op is None else op.tape,
                                 None if store is None else store._born, None if grads is None else tid in grads,
-                                outline.get(tid), tid in outline and outline[tid] is None)
+                                outline.get(tid), tid in outline and outline[tid] is None, _left_out(grads, tid))
     tapes = {b: TapeView(b, type(s).__name__, len(s), look_of(s), s._state()) for b, s in sorted(stores.items())}
     return Scene(tuple(made.values()), views, tapes)
+
+
+def _left_out(grads: Any, tid: int) -> bool:
+    """Whether the gradients ``grads`` have no entry for ``tid`` because their leaf set left it out,
+    not because a backward missed it (as ``Gradients.why_missing`` tells the two apart)."""
+    if grads is None or tid in grads or tid in grads._why:
+        return False
+    return grads.leaves is not None and tid not in grads.leaves
 
 
 def _stores(records: Sequence[Any], tensors: Sequence[Tensor],
@@ -154,7 +163,7 @@ class _Fates:
         return OpView(rec.name, tuple(rec.inputs), rec.out, None, fate, str(by or ""))
 
 
-def _first_readers(ops: Iterable[OpView]) -> dict[int, int | None]:
+def first_readers(ops: Iterable[OpView]) -> dict[int, int | None]:
     """For each leaf (an operand no op here made), the tape of the first op that reads it."""
     made = {op.out for op in ops}
     first: dict[int, int | None] = {}

@@ -55,12 +55,15 @@ class GradientSplit:
         return {key: size / whole if whole else 0.0 for key, size in sizes.items()}
 
     def __str__(self) -> str:
+        """Each leaf's true gradient and its parts; a part of zeros (a tape holding records no
+        output reaches) is left out, as the figure leaves it out, unless it is the only one."""
         lines = [f"{self.label}:"]
         for leaf, parts in self.parts.items():
-            terms = [f"{fmt(part)} on tape {key}" for key, part in parts.items() if key != MISSING_KEY]
+            terms = {f"{fmt(part)} on tape {key}": part for key, part in parts.items() if key != MISSING_KEY}
+            shown = [term for term, part in terms.items() if part.any()]
             if parts[MISSING_KEY].any():
-                terms.append(f"{fmt(parts[MISSING_KEY])} missing")
-            lines.append(f"  {leaf}: {fmt(self.true[leaf])} = {' + '.join(terms) or 'nothing'}")
+                shown.append(f"{fmt(parts[MISSING_KEY])} missing")
+            lines.append(f"  {leaf}: {fmt(self.true[leaf])} = {' + '.join(shown or terms) or 'nothing'}")
         return "\n".join(lines)
 
     __repr__ = __str__
@@ -197,7 +200,7 @@ def _legend_handles(splits: Sequence[GradientSplit]) -> list:
     from matplotlib.patches import Patch
 
     looks = {key: s.tapes[key] for s in splits for p in s.parts.values() for key in p if key != MISSING_KEY}
-    handles = [Patch(color=look.colour, label=f"tape {look.name}'s backward")
+    handles = [Patch(color=look.colour, label=f"backward of tape {look.name}")
                for look in sorted(looks.values(), key=lambda k: k.order)]
     if any(p[MISSING_KEY].any() for s in splits for p in s.parts.values()):
         handles.append(Patch(facecolor="white", edgecolor=MISSING, hatch="//",

@@ -26,10 +26,11 @@ from ..history import coverage, history, live_store, plural
 from ..ops.core import unbroadcast
 from ..tapes.base import Record, Tape
 from ..tensor import Tensor
-from ..viz.dag import LET_GO, fate_text, marks, node_ids, tape_text, tensor_style, wrapped
-from ..viz.palette import GONE_FILL, MISSING, lighten
+from ..viz.dag import (LET_GO, NOT_KEPT, NOT_KEPT_TEXT, fate_text, marks, node_ids, op_style, tape_text,
+                       tensor_style, wrapped)
+from ..viz.palette import GONE_FILL, MISSING
 from ..viz.picture import Picture
-from ..viz.scene import OpView, Scene, TensorView, capture
+from ..viz.scene import OpView, Scene, TensorView, capture, first_readers
 from .replay import POLICIES, Moment, Replay
 from .views import ERROR_INK, SHRINK, row, static_html, svg_img
 
@@ -130,7 +131,7 @@ class BackwardPlayer:
             self.scene = self._scene(moment)
             self.colours = self.scene.colours
             self._run(stores)
-            self.after = self._scene(moment)  # what the backward left: records let go, tapes drained
+            self.after = self._scene(moment, self.result)  # what the backward left: records let go, tapes drained
         self._draw_every_step()
         with self.step.hold_trait_notifications(), self.play.hold_trait_notifications():
             self.step.max = self.play.max = len(self.steps)
@@ -153,14 +154,20 @@ class BackwardPlayer:
         self.picture.layout.width = f"{width:.0f}px" if width else None
         self.picture.layout.min_height = f"{height:.0f}px" if height else None
 
-    def _scene(self, moment: Moment) -> Scene:
+    def _scene(self, moment: Moment, grads: Gradients | None = None) -> Scene:
         """What the DAG shows: the outputs' history and every record their tapes hold (the backward
-        runs them all), with the tensors those records read and make."""
-        whole = capture(self.outputs + moment.outputs(), names=moment.tensors)
+        runs them all), with the tensors those records read and make, drawn as ``tk.viz.dag`` of the
+        outputs draws them: leaves outlined by the first op drawn reading them, and in the legend the
+        tapes of the ops and outputs drawn, no others. ``grads``: what the backward returned."""
+        whole = capture(self.outputs + moment.outputs(), grads, names=moment.tensors)
         shown = {rec.out for rec in history(self.outputs) + self.records}
         ops = tuple(op for op in whole.ops if op.out in shown)
-        used = {tid for op in ops for tid in (*op.inputs, op.out)} | {o.id for o in self.outputs}
-        return Scene(ops, {tid: v for tid, v in whole.tensors.items() if tid in used}, whole.tapes)
+        outputs = {o.id for o in self.outputs}
+        used = {tid for op in ops for tid in (*op.inputs, op.out)} | outputs
+        readers = first_readers(ops)
+        tensors = {tid: _as_drawn(v, tid in outputs, readers, tid) for tid, v in whole.tensors.items() if tid in used}
+        drawn = {op.tape for op in ops} | {b for v in tensors.values() for b in (v.made_on, v.carries)}
+        return Scene(ops, tensors, {b: t for b, t in whole.tapes.items() if b in drawn})
 
     def _outputs(self, moment: Moment) -> list[Tensor]:
         """The tensors to run backward on, by name; none (and a note in ``problem``) if one is unknown."""
@@ -314,9 +321,9 @@ class BackwardPlayer:
                         edge_attr={"arrowsize": "0.7", "fontname": FONT})
         scene = self.scene if step is not None else self.after  # the last step: as the backward left it
         ids = node_ids(scene)
-        grads, outputs = self.returned if step is None else step.grads, {o.id for o in self.outputs}
+        grads = self.returned if step is None else step.grads
         for tid, view in scene.tensors.items():
-            graph.node(ids[tid], **self._tensor_node(view, grads.get(tid), tid in outputs, missing=step is None))
+            graph.node(ids[tid], **self._tensor_node(view, grads.get(tid), end=step is None))
         ran = {rec.out for rec in (self.records[len(self.records) - k:] if step else
                                    self.records if self.result is not None else ())}  # refused: none ran
         marked = set()  # the marks drawn (▶, ✓), for the legend
@@ -332,18 +339,19 @@ class BackwardPlayer:
                     "color": RUNNING, "penwidth": "2.5", "dir": "back", "fontsize": "11", "label": f" +{_value(sent)}"}
                 graph.edge(ids[tid], f"op{i}", **edge)
             graph.edge(f"op{i}", ids[op.out], color=self.colours.colour(op.tape), penwidth="1.5")
-        missing = step is None and any(grads.get(tid) is None for tid in scene.tensors)
-        graph.node("legend", self._legend(scene, "▶" in marked, "✓" in marked, missing), shape="plaintext",
+        unset = [v for tid, v in scene.tensors.items() if grads.get(tid) is None] if step is None else []
+        graph.node("legend", self._legend(scene, "▶" in marked, "✓" in marked, unset), shape="plaintext",
                    fontsize="11")
         graph.body.append("{rank=sink; legend}")  # below the DAG, so it does not widen it
         return graph
 
-    def _tensor_node(self, view: TensorView, grad: np.ndarray | None, output: bool, missing: bool) -> dict[str, str]:
+    def _tensor_node(self, view: TensorView, grad: np.ndarray | None, end: bool) -> dict[str, str]:
         """A tensor as ``name | shape | g = ...``: its gradient so far, ``—`` for none yet or, once
-        backward is done (``missing``), a red ``✗``; drawn as every picture draws it (an ``output``
-        of this backward bold, outlined in the colour of the tape it carries: the one backward runs)."""
-        text = "—" if grad is None and not missing else "✗" if grad is None else _value(grad)
-        node = tensor_style(dataclasses.replace(view, output=output, grad=None), self.colours, fill=0.75)
+        backward is done (``end``), a red ``✗`` (``not kept`` when the leaf set left it out); drawn as
+        every picture draws it (an output of this backward bold, outlined in the colour of the tape it
+        carries: the one backward runs)."""
+        text = _value(grad) if grad is not None else "—" if not end else NOT_KEPT if view.not_kept else "✗"
+        node = tensor_style(dataclasses.replace(view, grad=None), self.colours)
         node["label"] = "|".join(map(_escape, (view.name, str(view.shape), f"g = {text}")))
         if text == "✗":
             node["fontcolor"] = MISSING
@@ -352,24 +360,24 @@ class BackwardPlayer:
     def _op_node(self, op: OpView, running: bool, ran: bool) -> dict[str, str]:
         """An op: ``▶`` and a thick outline while it runs, ``✓`` once run, dashed if backward cannot see it."""
         colour = self.colours.colour(op.tape)
-        node = {"label": op.name, "shape": "box", "style": "rounded,filled", "color": colour,
-                "fillcolor": lighten(colour, 0.5), "fontsize": "11", "height": "0.3", "margin": "0.08,0.04"}
+        node = {**op_style(op, colour), "label": op.name, "fontsize": "11", "height": "0.3", "margin": "0.08,0.04"}
+        unfilled = {"fillcolor": "white", "fontcolor": "black"}
         if op.out in self.hidden:
-            node.update(label=f"{op.name} (not seen)", style="rounded,dashed", fillcolor="white", color=colour)
+            node.update(label=f"{op.name} (not seen)", style="rounded,dashed", color=colour, **unfilled)
             if op.tape is None:  # let go by an earlier backward: grey and dashed, as in every picture
                 node.update(LET_GO)
         elif running:
             node.update(label=f"▶ {op.name}", color=RUNNING, penwidth="3.5", fontname=f"{FONT}-Bold")
         elif ran:
-            node.update(label=f"✓ {op.name}", fillcolor="white")
+            node.update(label=f"✓ {op.name}", **unfilled)
             if op.tape is None:  # and let go: grey and dashed, as in every picture
                 node.update(LET_GO)
         return node
 
-    def _legend(self, scene: Scene, running: bool, ran: bool, missing: bool) -> str:
+    def _legend(self, scene: Scene, running: bool, ran: bool, unset: list[TensorView]) -> str:
         """An HTML-like table: one colour per tape, and the marks this step's picture draws (a record
-        ``running``, records that ``ran``, a ``missing`` gradient), in the words of every picture
-        (`tapekit.viz.dag`)."""
+        ``running``, records that ``ran``, the tensors left without a gradient at the end: ``unset``),
+        in the words of every picture (`tapekit.viz.dag`)."""
         tapes = scene.tapes
         rows = [_row(self.colours.colour(b), tape_text(tapes[b])) for b in self.colours.sorted(tapes)]
         rows += [_row(GONE_FILL, text) for text in
@@ -380,7 +388,9 @@ class BackwardPlayer:
         rows.append(_row("white", "g = the gradient so far (— none yet)"))
         if self.hidden:
             rows.append(_row("white", "(not seen), dashed: in the history, but not on a tape this backward runs"))
-        if missing:
+        if any(v.not_kept for v in unset):
+            rows.append(_row("white", NOT_KEPT_TEXT))
+        if not all(v.not_kept for v in unset):
             rows.append(_row("white", "✗ no gradient (the last step says why)", MISSING))
         return f'<<TABLE BORDER="0" CELLBORDER="1" CELLSPACING="0" CELLPADDING="3">{"".join(rows)}</TABLE>>'
 
@@ -417,6 +427,13 @@ def _real_backward(outputs: list[Tensor], seeds: list[Any]) -> tuple[Gradients |
         except TapekitError as err:
             lines.append(f"{type(err).__name__}: {err}")
     return grads, lines + [f"{m.category.__name__}: {m.message}" for m in caught]
+
+
+def _as_drawn(view: TensorView, output: bool, readers: dict[int, int | None], tid: int) -> TensorView:
+    """A tensor as the player draws it: bold only if it is an ``output`` of this backward, a leaf
+    outlined by the first op drawn reading it (``readers``)."""
+    return dataclasses.replace(view, output=output, carries=view.carries if output else None,
+                               outline=readers.get(tid), reader_gone=tid in readers and readers[tid] is None)
 
 
 def _operand(rec: Record, i: int, name: Callable[[int], str]) -> str:
