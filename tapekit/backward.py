@@ -19,9 +19,9 @@ from . import anomaly
 from .callsite import silenced
 from .devices import device_array_as_is, host_floats, is_floating
 from .errors import (BackwardError, DeviceMismatchError, DTypeError, IncompleteTapeWarning, NonFiniteError, ShapeError,
-                     TapeConsumedError, checked_flag)
+                     TapeConsumedError, TapePolicyError, checked_flag)
 from .gradients import Gradients, united_leaves, updatable
-from .history import Coverage, coverage, store_at
+from .history import Coverage, coverage, home_of, store_at
 from .ops.core import unbroadcast
 from .ids import Later, label, labels_later
 from .tapes.base import KEEP_RECORDS, Record, Tape, _by_id, consumed_error
@@ -137,8 +137,9 @@ def _checked_coverage(outputs: Sequence[Tensor], stores: list[Tape], tape: Tape,
     an ``IncompleteTapeWarning`` and a partial result."""
     cov = Coverage([]) if _holds_history(outputs, stores) else coverage(outputs, stores)
     if not cov.complete:
-        if not tape.allows_partial:
-            raise TapeConsumedError(cov.summary(names))
+        if not tape.allows_partial:  # consumed: a backward let the records go; else another tape holds them
+            gone = any(home_of(r) is None for r in cov.hidden)
+            raise (TapeConsumedError if gone else TapePolicyError)(cov.summary(names))
         level = _caller_level()
         if not silenced(IncompleteTapeWarning, level):
             warnings.warn(cov.summary(names), IncompleteTapeWarning, stacklevel=level)

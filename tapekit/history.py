@@ -170,5 +170,8 @@ def _advice(hidden: Sequence[Record]) -> str:
                     "holds is dropped with its records.")
         return ("Run tk.backward([...]) over all outputs at once, or keep the records for another backward with "
                 "backward(retain=True).")
+    if any(getattr(home_of(r), "policy", None) == "global" for r in hidden):
+        return ("Record the whole computation in one `with tk.GlobalTape()` block: a block opened inside another "
+                "records on a tape of its own, which a backward on this one does not run.")
     return "Run tk.backward([...]) over all outputs at once, or use tk.UnionTape() so merged tapes stay one."
 

@@ -74,6 +74,7 @@ class Explanation:
     output: Tensor
     tape: str
     coverage: Coverage
+    refusal: str = ""  # why a backward on it raises, in words (empty: it runs)
 
     @property
     def complete(self) -> bool:
@@ -99,7 +100,9 @@ class Explanation:
         for line, rec in zip(code, reversed(cov.records)):
             mark = "  missed" if rec.id in hidden else "  seen  "
             lines.append(f"{mark} {line:<{width}}   [{where(rec)}]")
-        if cov.complete:
+        if self.refusal:
+            lines.append(f"A backward on it raises: {self.refusal}")
+        elif cov.complete:
             lines.append("A backward on it sees its whole history: every gradient it depends on will be there.")
         else:
             lines.append(f"A backward on it will miss {plural(len(hidden), 'record')}; missing gradients:")
@@ -122,9 +125,22 @@ def explain(output: Tensor) -> Explanation:
     past = history([output])
     name_tapes(past, store)
     label_all([output.id, *(t for rec in past for t in (*rec.inputs, rec.out))])  # all it shows, in the order made
+    cov = coverage([output], set() if store is None else {store})
     if store is None:
         text = "no tape" if tape is None else f"a spent tape ({tape._spent})"
     else:
         state = store._state()
         text = f"{type(tape).__name__} {tape.label}" + (f" ({state})" if state else "")
-    return Explanation(output, text, coverage([output], set() if store is None else {store}))
+    return Explanation(output, text, cov, _refusal(output, store, cov))
+
+
+def _refusal(output: Tensor, store: Any, cov: Coverage) -> str:
+    """Why a backward on ``output`` raises, in words (empty when it runs)."""
+    if store is None and output.tape is None:
+        return (f"{output.label} carries no tape, so nothing was recorded for it. Trace an input before computing "
+                f"it (x.trace()).")
+    if store is None:
+        return str(output.tape._spent)
+    if not cov.complete and not store.allows_partial:
+        return f"{type(store).__name__} runs no partial backward. {cov.summary(output.label)}"
+    return ""

@@ -269,3 +269,33 @@ def test_explain_of_a_tensor_with_no_history_ends_no_sentence_in_a_colon():
     text = str(tk.explain(x))
     assert "0 records" not in text and not any(line.endswith(":") for line in text.splitlines()), text
     assert "its history has no records." in text
+
+
+def test_explain_of_a_tensor_with_no_tape_says_its_backward_raises_as_it_does():
+    """It said every gradient would be there; the backward then raised 'carries no tape'."""
+    x = tk.Cpu().tensor([1.0, 2.0], name="x")
+    y = (x * 3.0).sum()
+    said = str(tk.explain(y))
+    assert "every gradient it depends on will be there" not in said
+    assert "A backward on it raises" in said and "carries no tape" in said
+    with pytest.raises(tk.BackwardError, match="carries no tape"):
+        y.backward()
+
+
+def test_a_partial_history_under_a_global_tape_is_refused_as_explain_says_with_advice_that_works():
+    """explain predicted a partial backward; the backward raised TapeConsumedError though nothing was
+    consumed, and advised tk.backward([...]) and UnionTape, which do not help under GlobalTape."""
+    dev = tk.Cpu()
+    w = dev.tensor([1.0, 2.0], name="w")
+    outer, inner = tk.GlobalTape(), tk.GlobalTape()
+    with outer:
+        a = w * 3.0
+        with inner:
+            c = (a * a + w).sum()
+    said = str(tk.explain(c))
+    assert "A backward on it raises" in said and "will miss" not in said
+    with pytest.raises(tk.TapePolicyError) as info:
+        inner.backward(c)
+    message = str(info.value)
+    assert "one `with tk.GlobalTape()` block" in message and "UnionTape" not in message
+    assert "consumed" not in message
