@@ -299,3 +299,14 @@ def test_a_partial_history_under_a_global_tape_is_refused_as_explain_says_with_a
     message = str(info.value)
     assert "one `with tk.GlobalTape()` block" in message and "UnionTape" not in message
     assert "consumed" not in message
+
+
+def test_a_transforms_policy_error_names_the_argument_given_not_its_copy():
+    """It named t1, the identity copy tk.grad makes, and a tape B shown nowhere else."""
+    dev = tk.Cpu()
+    x = dev.tensor([1.0, 2.0], name="x")
+    w = dev.tensor([0.5, 1.0], name="w").trace(tk.ArcTape())
+    with pytest.raises(tk.TapePolicyError) as info:
+        tk.grad(lambda v: (v * w).sum())(x)
+    message = str(info.value)
+    assert message.startswith("op mul: x is an argument of tk.grad") and "(tape " not in message

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from ..errors import TapePolicyError
-from ..ids import label, label_all, letter_all
+from ..ids import label, label_all
 from .base import Tape, raise_spent
 from .global_ import GlobalTape, _active, active_global
 
@@ -92,11 +92,12 @@ def _mixed_with_a_transform(what: str, a: tuple[Any, Tape], b: tuple[Any, Tape])
     outside: ``a`` and ``b`` are (tensor, tape), one of them a transform's argument on its own tape."""
     (arg, own), (other, tape) = (a, b) if a[1]._transform else (b, a)
     transform = own._transform
-    label_all([arg.id, other.id])
-    letter_all([*own._named(), *tape._named()])  # named in the order they were made, as everywhere
+    rec = arg._record  # ``arg`` is the transform's copy of the argument given (an identity reshape of it)
+    given = rec.inputs[0] if rec is not None and rec.name == "reshape" else arg.id
+    label_all([given, other.id])
     name = label(other.id)
-    return (f"{what}: {label(arg.id)} is an argument of {transform}, which traces it on a UnionTape of its own (tape "
-            f"{own.label}), and {name} carries {type(tape).__name__} {tape.label}, traced outside {transform}: one op "
+    return (f"{what}: {label(given)} is an argument of {transform}, which traces a copy of it on a UnionTape of its "
+            f"own, and {name} carries {type(tape).__name__} {tape.label}, traced outside {transform}: one op "
             f"cannot mix tape policies. To differentiate through {transform} with respect to {name} too, trace "
             f"{name} with tk.UnionTape(); if the function only needs its values, use {name}.detach() in it.")
 
