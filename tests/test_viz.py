@@ -509,3 +509,11 @@ def test_the_snapshot_of_a_model_with_alloc_grads_counts_its_parameters_not_its_
     xb = dev.tensor(np.ones((2, 3)), name="xb")
     loss = (model(xb.trace(tk.OwnedTape(model.alloc_grads()))) ** 2).mean()
     assert "4/4 leaves" in str(viz.snapshot(loss)) and len(viz.gradient_split(loss).parts) == 4
+
+
+@pytest.mark.parametrize("dpi", [-1, 0, float("nan"), "a", 10**6])
+def test_a_png_at_a_dpi_that_is_not_a_size_is_refused(dpi):
+    """dpi=-1 drew a 32767 x 32766 image; 0 and nan were ignored silently."""
+    x = tk.Cpu().tensor([1.0, 2.0], name="x").trace(tk.UnionTape())
+    with pytest.raises(tk.InvalidArgumentError, match="dpi must be"):
+        tk.viz.dag((x * 2.0).sum()).png(dpi=dpi)

@@ -12,6 +12,7 @@ from ..errors import InvalidArgumentError
 from ..history import coverage, home_of, live_store, plural
 from ..inspect import tapes as live_tapes
 from .palette import CONSUMED, GONE_FILL, TapeLook, TapeLooks, look_of
+from .render import checked_dpi
 from .scene import Scene, capture, tensors_given
 
 if TYPE_CHECKING:
@@ -285,5 +286,5 @@ def _figure_class() -> type:
 def png(fig: "Figure", dpi: int = DPI) -> bytes:
     """The figure as PNG bytes."""
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi)
+    fig.savefig(buf, format="png", dpi=checked_dpi(dpi))
     return buf.getvalue()

@@ -23,7 +23,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from ..errors import TapekitError
+from ..errors import TapekitError, checked_number
 
 TIMEOUT_S = 60.0
 PNG_DPI = 192  # twice a screen's 96 dpi: a saved PNG stays sharp on a laptop's high-density display
@@ -75,7 +75,13 @@ def svg(source: str) -> str:
 def png(source: str, dpi: float = PNG_DPI) -> bytes:
     """``source`` drawn as a PNG image at ``dpi`` dots per inch, by the first program that can
     (raising as `svg` does)."""
-    return draw(source, "png", f"-Gdpi={dpi:g}")
+    return draw(source, "png", f"-Gdpi={checked_dpi(dpi):g}")
+
+
+def checked_dpi(dpi: object) -> float:
+    """``dpi`` when it is a size a PNG can be drawn at (Graphviz draws a negative one at its largest)."""
+    return checked_number(dpi, "dpi", lambda v: 0 < v <= 2400,
+                          f"a number of dots per inch, above 0 ({PNG_DPI} is sharp)")
 
 
 def draw(source: str, format: str, *options: str) -> bytes:
