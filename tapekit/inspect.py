@@ -7,6 +7,7 @@ import html
 from dataclasses import dataclass
 from typing import Any
 
+from .errors import OperandError
 from .history import Coverage, coverage, history, home_of, live_store, name_tapes, plural, where
 from .ids import label, label_all, letter_all
 from .tapes.base import Tape
@@ -54,6 +55,7 @@ def tapes(*tensors: Tensor) -> TapeTable:
     their history, in order of first appearance."""
     found: dict[int, Tape] = {}
     for t in tensors:
+        _tensor(t, "tk.tapes")
         store = live_store(t)
         if store is not None:
             found.setdefault(id(store), store)
@@ -118,10 +120,16 @@ class Explanation:
         printer.text(str(self))
 
 
+def _tensor(t: Any, what: str) -> Tensor:
+    if not isinstance(t, Tensor):
+        raise OperandError(f"{what} takes tensors, such as {what}(loss), got a {type(t).__name__}")
+    return t
+
+
 def explain(output: Tensor) -> Explanation:
     """Which records ``output`` depends on, on which tape each lives, which gradients a backward
     on it will miss and why, and which it will get only in part."""
-    tape, store = output.tape, live_store(output)
+    tape, store = _tensor(output, "tk.explain").tape, live_store(output)
     past = history([output])
     name_tapes(past, store)
     label_all([output.id, *(t for rec in past for t in (*rec.inputs, rec.out))])  # all it shows, in the order made

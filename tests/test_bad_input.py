@@ -18,6 +18,7 @@ import tapekit as tk
 from tapekit.tapes.global_ import active_global
 
 from .conftest import POLICIES, host
+from .programs import p4
 
 DEV = tk.Cpu(seed=0)
 
@@ -1273,3 +1274,20 @@ def test_a_seed_or_fill_value_that_is_not_one_number_is_refused(call):
     """full(None) filled NaN silently; numpy's own errors leaked for the seeds."""
     with pytest.raises(tk.InvalidArgumentError, match="seed must be an int|one number"):
         call()
+
+
+@pytest.mark.parametrize("call", [
+    lambda x: tk.UnionTape(grads="x"), lambda x: tk.tapes("x"), lambda x: tk.explain([x]),
+    lambda x: tk.viz.dag(x, grads="x"), lambda x: x.reshape(None), lambda x: tk.concat([x, x], axis=None),
+    lambda x: tk.stack([x, x], axis=(0, 1)), lambda x: tk.where(x > 0, x, "a"),
+    lambda x: tk.widgets.TapeExplorer(p4, policy="bad"), lambda x: tk.widgets.TapeExplorer(p4, step="a"),
+    lambda x: tk.widgets.MergeViewer(p4, policy="bad"), lambda x: tk.widgets.BackwardPlayer(p4, output=3),
+], ids=["UnionTape(grads='x')", "tapes('x')", "explain(list)", "dag(grads='x')", "reshape(None)",
+        "concat(axis=None)", "stack(axis=tuple)", "where(str)", "explorer policy", "explorer step", "merge policy",
+        "player output"])
+def test_more_calls_of_the_wrong_kind_raise_tapekit_errors(call):
+    """Each leaked a TypeError, AttributeError, ValueError or ipywidgets' TraitError."""
+    x = DEV.tensor([1.0, 2.0], dtype="float64").trace(tk.UnionTape())
+    with pytest.raises(tk.TapekitError):
+        call(x)
+    assert len(x.tape) == 0

@@ -46,6 +46,9 @@ def _target_shape(old: tuple[int, ...], new: Sequence[int]) -> tuple[int, ...]:
 def reshape(xp, x, *shape):
     """The same values in a new shape (one -1 stands for the rest); the gradient is reshaped back."""
     if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
+        if not isinstance(shape[0], (tuple, list, np.ndarray)):
+            raise InvalidArgumentError(f"reshape: give the new shape as ints or a tuple of them (one -1 for the "
+                                       f"rest), got {shape[0]!r}")
         shape = tuple(shape[0])
     target = _target_shape(x.shape, shape)
     return xp.reshape(x, target), (xp, x.shape)
@@ -147,7 +150,7 @@ def concat(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
     first = tensors[0]
     if first.ndim == 0:
         raise ShapeError("concat: 0-d tensors have no axis to join; use tk.stack([...]) to join them along a new axis")
-    (ax,) = normalize_axes(axis, first.ndim, "concat")
+    ax = _one_axis(axis, first.ndim, "concat")
     for t in tensors[1:]:
         if t.ndim != first.ndim or any(m != n for i, (m, n) in enumerate(zip(t.shape, first.shape)) if i != ax):
             raise ShapeError(f"concat: {label(t.id)} has shape {t.shape} but {label(first.id)} has {first.shape}; "
@@ -169,7 +172,7 @@ def stack(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
         if t.shape != first.shape:
             raise ShapeError(f"stack: {label(t.id)} has shape {t.shape} but {label(first.id)} has {first.shape}; "
                              f"stacked tensors must have one shape")
-    (ax,) = normalize_axes(axis, first.ndim + 1, "stack")
+    ax = _one_axis(axis, first.ndim + 1, "stack")
     pieces = tuple(tuple(i if d == ax else slice(None) for d in range(first.ndim + 1)) for i in range(len(tensors)))
     out = first.device.xp.stack([t.data for t in tensors], axis=ax)
     return emit("stack", out, tensors, _piece_rules(len(tensors)), (pieces,), first.device,
@@ -207,7 +210,7 @@ def split(t: Tensor, indices_or_sections: Any, axis: int = 0) -> list[Tensor]:
     or a ``UnionTape`` to cut a taped tensor."""
     if t.ndim == 0:
         raise ShapeError("split: a 0-d tensor has no axis to cut; make it 1-d first (t.reshape(1))")
-    (ax,) = normalize_axes(axis, t.ndim, "split")
+    ax = _one_axis(axis, t.ndim, "split")
     n = t.shape[ax]
     if isinstance(indices_or_sections, (int, np.integer)):
         sections = int(indices_or_sections)
@@ -234,6 +237,10 @@ def where(condition: Any, a: Any, b: Any) -> Tensor:
     xp = device.xp
     if len(tensors) == 2:
         check_devices(tensors, "where")
+    for v in (a, b):
+        kind = getattr(getattr(v, "dtype", None), "kind", "")  # an array of numbers, of any namespace
+        if not isinstance(v, (Tensor, numbers.Real)) and (not kind or kind not in "iubf"):
+            raise OperandError(f"where picks from tensors, arrays or numbers, got {v!r}; give numbers")
     cond = device_array(condition, device, "where: the condition")
     if dtype_name(cond.dtype) != "bool":
         raise DTypeError(f"where: the condition must be boolean, got {dtype_name(cond.dtype)}; compare first (t > 0)")
@@ -295,7 +302,7 @@ def take_along_axis(t: Tensor, indices: Any, axis: int | None = -1) -> Tensor:
     if t.ndim == 0 or index.ndim != t.ndim:
         raise ShapeError(f"take_along_axis: indices of shape {index.shape} for a tensor of shape {t.shape}; give "
                          f"one index axis per tensor axis (tk.expand_dims adds axes of size 1), or axis=None")
-    (ax,) = normalize_axes(axis, t.ndim, "take_along_axis")
+    ax = _one_axis(axis, t.ndim, "take_along_axis")
     coordinates = np.indices(t.shape, sparse=True)  # axis d's own coordinate, shaped to broadcast along d
     return getitem(t, tuple(index if d == ax else c for d, c in enumerate(coordinates)))
 
@@ -447,7 +454,7 @@ def repeat(t: Tensor, repeats: Any, axis: int | None = None) -> Tensor:
     repeated, so the gradient sums each value's copies, and the forward rule (JVP) repeats the
     tangent alike. (PyTorch's ``Tensor.repeat`` is ``tk.tile``.)"""
     flat = axis is None or t.ndim == 0
-    (ax,) = normalize_axes(0 if axis is None else axis, max(t.ndim, 1), "repeat")
+    ax = _one_axis(0 if axis is None else axis, max(t.ndim, 1), "repeat")
     length = t.size if flat else t.shape[ax]
     counts = _ints(repeats, "repeat", "repeats")  # checked before a flatten is recorded
     try:
@@ -456,6 +463,14 @@ def repeat(t: Tensor, repeats: Any, axis: int | None = None) -> Tensor:
         raise InvalidArgumentError(f"repeat: {err}; give one count (an int >= 0) for all values or one per value "
                                    f"({length} along axis {ax})") from None
     return getitem(flatten(t) if flat else t, (slice(None),) * ax + (index,))
+
+
+def _one_axis(axis: Any, ndim: int, op: str) -> int:
+    """``axis`` as one non-negative axis of a tensor with ``ndim`` axes: an int (None, which numpy
+    reads as "flattened", and a tuple are refused)."""
+    if axis is None or isinstance(axis, (tuple, list)):
+        raise AxisError(f"{op}: axis must be one int from {-max(ndim, 1)} to {max(ndim, 1) - 1}, got {axis!r}")
+    return normalize_axes(axis, max(ndim, 1), op)[0]
 
 
 def _diagonal(k: Any, op: str) -> int:

@@ -14,7 +14,7 @@ import weakref
 from typing import Any, Callable, Iterable, Sequence
 
 from ..devices import array_nbytes
-from ..errors import TapeConsumedError, TapeError, TapeMovedError
+from ..errors import OperandError, TapeConsumedError, TapeError, TapeMovedError
 from ..gradients import Gradients, leaf_ids
 from ..ids import Later, _births, label, label_all, letter_all, tape_colour, tape_list, tape_name
 
@@ -106,6 +106,9 @@ class Tape:
     def __init__(self, grads: Gradients | None = None, leaves: Iterable[Any] | None = None) -> None:
         if grads is None:
             grads = Gradients(leaves=leaves)
+        elif not isinstance(grads, Gradients):
+            raise OperandError(f"a tape's grads is a Gradients to record into (model.alloc_grads()), got "
+                               f"{type(grads).__name__}; for a leaf set pass leaves=[...]")
         elif leaves is not None:
             grads.leaves = leaf_ids(leaves)
         self._records: list[Record] = []

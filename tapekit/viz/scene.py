@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..errors import InvalidArgumentError
+from ..gradients import Gradients
 from ..history import history, home_of, live_store
 from ..ids import label, label_all, letter_all, name_unshown
 from ..tapes.base import Tape, is_spent
@@ -96,6 +97,8 @@ def capture(tensors: Sequence[Tensor], grads: Any = None, names: Mapping[str, An
     """The scene behind ``tensors`` now; ``names`` (e.g. ``locals()``) names the tensors that have
     neither a ``name=`` nor a label yet, for good (`tapekit.ids`); ``grads`` (a ``Gradients``) marks
     which tensors have a gradient."""
+    if grads is not None and not isinstance(grads, Gradients):
+        raise InvalidArgumentError(f"grads is what a backward returned (a Gradients), got {type(grads).__name__}")
     if names is not None and not isinstance(names, Mapping):
         raise InvalidArgumentError(f"names= takes a mapping from names to tensors, such as locals(), "
                                    f"not {type(names).__name__}")

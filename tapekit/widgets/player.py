@@ -20,7 +20,7 @@ import ipywidgets as w
 import numpy as np
 
 from ..backward import Planned, _run, backward
-from ..errors import TapekitError
+from ..errors import InvalidArgumentError, TapekitError
 from ..gradients import Gradients
 from ..history import coverage, history, live_store, plural
 from ..ops.core import unbroadcast
@@ -31,7 +31,7 @@ from ..viz.dag import (LET_GO, NOT_KEPT, NOT_KEPT_TEXT, fate_text, marks, node_i
 from ..viz.palette import GONE_FILL, MISSING
 from ..viz.picture import Picture
 from ..viz.scene import OpView, Scene, TensorView, capture, first_readers
-from .replay import POLICIES, Moment, Replay
+from .replay import POLICIES, Moment, Replay, checked_controls
 from .views import ERROR_INK, SHRINK, row, static_html, svg_img
 
 SMALL = 6  # a gradient of at most this many values is shown in full, a larger one by its shape and norm
@@ -95,6 +95,11 @@ class BackwardPlayer:
 
     def __init__(self, program: Callable[[Callable[[], Any]], Any], policy: str = "arc",
                  output: str | Sequence[str] | None = None, step: int = 0) -> None:
+        checked_controls(policy, step)
+        if output is not None and not isinstance(output, str) and not (
+                isinstance(output, (list, tuple)) and all(isinstance(o, str) for o in output)):
+            raise InvalidArgumentError(f"output names the program's outputs by their variables (a name or a list of "
+                                       f"them, such as output='loss'), got {output!r}")
         self.program = program
         self.output = output
         self.policy = w.Dropdown(options=POLICIES, value=policy, description="policy",

@@ -61,6 +61,14 @@ class Moment:
         return next((k for k, t in self.tensors.items() if t.id == tensor.id), label(tensor.id))
 
 
+def checked_controls(policy: Any, step: Any) -> None:
+    """``InvalidArgumentError`` unless ``policy`` is one of ``POLICIES`` and ``step`` an int (or ``None``)."""
+    if policy not in POLICIES:
+        raise InvalidArgumentError(f"unknown tape policy {policy!r}; choose one of {', '.join(POLICIES)}")
+    if step is not None and (isinstance(step, bool) or not isinstance(step, int)):
+        raise InvalidArgumentError(f"step must be a step number (an int), got {step!r}")
+
+
 def tape_factory(policy: str) -> tuple[Callable[[], Any], contextlib.AbstractContextManager]:
     """The ``tape`` a program gets under ``policy``, and the block it runs in."""
     if policy == "global":

@@ -7,7 +7,7 @@ from typing import Any, Callable
 
 import ipywidgets as w
 
-from .replay import POLICIES, Replay
+from .replay import POLICIES, Replay, checked_controls
 
 
 class ReplayWidget:
@@ -17,6 +17,7 @@ class ReplayWidget:
     step_description = "step"
 
     def __init__(self, program: Callable[[Callable[[], Any]], Any], policy: str) -> None:
+        checked_controls(policy, None)
         self.program = program
         self.policy = w.Dropdown(options=POLICIES, value=policy, description="policy")
         self.step = w.IntSlider(min=1, max=1, value=1, description=self.step_description,
@@ -25,6 +26,7 @@ class ReplayWidget:
 
     def _start(self, step: int | None) -> None:
         """Show ``step`` (``None``: the default step), then follow the controls."""
+        checked_controls(self.policy.value, step)
         self._load(step)
         self.policy.observe(lambda _: self._load(self._step_after_policy_change()), "value")
         self.step.observe(lambda _: self.redraw(), "value")
