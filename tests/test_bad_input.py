@@ -376,7 +376,8 @@ def jvp_tangent_of_objects(new_tape, tmp):
     return (lambda: tk.jvp(lambda t: t * 2.0, x, np.array([1.0, None], dtype=object))), [x]
 
 
-@bad(tk.InvalidArgumentError, "repeat: repeats must be an int or a sequence of ints, got 1.5", "an int", per_policy=True)
+@bad(tk.InvalidArgumentError, "repeat: repeats must be an int or a sequence of ints, got 1.5", "an int",
+     per_policy=True)
 def repeat_count_not_int(new_tape, tmp):
     """np.repeat truncated 1.5 to 1; and axis=None flattened (a record) before the count was checked."""
     x = operand(new_tape, (2, 3))
@@ -402,7 +403,8 @@ def take_along_axis_flattened_out_of_range(new_tape, tmp):
     return (lambda: tk.take_along_axis(x, np.array([0, 9]), axis=None)), [x]
 
 
-@bad(tk.OperandError, "concat takes a non-empty sequence of tensors, got a Tensor", "tk.concat([a, b])", per_policy=True)
+@bad(tk.OperandError, "concat takes a non-empty sequence of tensors, got a Tensor", "tk.concat([a, b])",
+     per_policy=True)
 def concat_of_one_tensor(new_tape, tmp):
     """Iterating the tensor recorded an index op per row (and moved an OwnedTape) before the error."""
     x = operand(new_tape, (2, 3))
