@@ -39,6 +39,7 @@ from .backward import chain_rule
 from .devices import dtype_name
 from .errors import BackwardError, SecondOrderError
 from .gradients import Gradients
+from .ids import set_name
 from .namespace import TensorNamespace
 from .ops.core import emit, unbroadcast
 from .tapes.base import LOCK, Record, Tape
@@ -98,7 +99,9 @@ def _start(out: Tensor, seed: Any, given: Any, scratch: UnionTape) -> Tensor:
         return given._handle(scratch)
     if isinstance(given, Tensor) and given.dtype == out.dtype:
         return given._handle(scratch)
-    return Tensor(seed, out.device)._handle(scratch)
+    start = Tensor(seed, out.device)
+    set_name(start.id, f"seed_{out.label}")  # a leaf of the tape from now on: named for what it is
+    return start._handle(scratch)
 
 
 class Traced:

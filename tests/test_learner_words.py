@@ -310,3 +310,13 @@ def test_a_transforms_policy_error_names_the_argument_given_not_its_copy():
         tk.grad(lambda v: (v * w).sum())(x)
     message = str(info.value)
     assert message.startswith("op mul: x is an argument of tk.grad") and "(tape " not in message
+
+
+def test_the_seed_a_recorded_backward_starts_from_is_named_after_its_output():
+    """It showed as an unexplained leaf t3, with a gradient of 15, in print(tape), the DAG and the split."""
+    x = tk.Cpu().tensor([1.0, 2.0], name="x").trace(tk.UnionTape())
+    y = (x * x * x).sum()
+    y.name = "y"
+    gx = tk.backward([y], create_graph=True)[x]
+    assert "broadcast_to(seed_y)" in str(x.tape)
+    assert "seed_y" in tk.viz.dag(y, gx).source
