@@ -508,3 +508,13 @@ def test_the_tensors_a_moved_tape_message_names_are_labelled_in_the_order_they_w
     text = repr(b.tape)
     assert [int(t.label[1:]) for t in (a, b, c)] == sorted(int(t.label[1:]) for t in (a, b, c))
     assert f"{b.label}'s OwnedTape was moved into the output of `{c.label} = mul({a.label}, {b.label})`" in text
+
+
+@pytest.mark.parametrize("join", [tk.concat, tk.stack])
+def test_the_two_tensors_a_join_error_names_are_labelled_in_the_order_they_were_made(join):
+    dev = tk.Cpu()
+    a, b = dev.tensor([1.0, 2.0]), dev.tensor([[1.0, 2.0, 3.0]])
+    with pytest.raises(tk.ShapeError) as info:
+        join([a, b])
+    assert int(label(a.id)[1:]) < int(label(b.id)[1:]), str(info.value)
+

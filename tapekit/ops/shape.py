@@ -15,7 +15,7 @@ import numpy as np
 from ..devices import device_array_as_is, dtype_name
 from ..errors import (AxisError, DeviceMismatchError, DTypeError, IndexingError, InvalidArgumentError, OperandError,
                       ShapeError)
-from ..ids import label
+from ..ids import label, label_all
 from ..reads import each_call
 from ..tensor import Tensor
 from .core import (ELEMENTWISE, LINEAR, broadcast_shape, check_devices, emit, linear, normalize_axes, same, unary,
@@ -153,14 +153,19 @@ def concat(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
     ax = _one_axis(axis, first.ndim, "concat")
     for t in tensors[1:]:
         if t.ndim != first.ndim or any(m != n for i, (m, n) in enumerate(zip(t.shape, first.shape)) if i != ax):
-            raise ShapeError(f"concat: {label(t.id)} has shape {t.shape} but {label(first.id)} has {first.shape}; "
-                             f"all shapes must match except along axis {ax}")
+            raise _unlike("concat", t, first, f"all shapes must match except along axis {ax}")
     bounds = np.cumsum([0] + [t.shape[ax] for t in tensors])
     pieces = tuple(tuple(slice(int(lo), int(hi)) if i == ax else slice(None) for i in range(first.ndim))
                    for lo, hi in zip(bounds[:-1], bounds[1:]))
     out = first.device.xp.concat([t.data for t in tensors], axis=ax)
     return emit("concat", out, tensors, _piece_rules(len(tensors)), (pieces,), first.device,
                 _joined(first.device.xp.concat, tensors, ax))
+
+
+def _unlike(op: str, t: Tensor, first: Tensor, rule: str) -> ShapeError:
+    """The error for ``t``, whose shape does not fit ``first``'s, with the rule it breaks."""
+    label_all([first.id, t.id])  # named together: labelled in the order they were made
+    return ShapeError(f"{op}: {label(t.id)} has shape {t.shape} but {label(first.id)} has {first.shape}; {rule}")
 
 
 def stack(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
@@ -170,8 +175,7 @@ def stack(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
     first = tensors[0]
     for t in tensors[1:]:
         if t.shape != first.shape:
-            raise ShapeError(f"stack: {label(t.id)} has shape {t.shape} but {label(first.id)} has {first.shape}; "
-                             f"stacked tensors must have one shape")
+            raise _unlike("stack", t, first, "stacked tensors must have one shape")
     ax = _one_axis(axis, first.ndim + 1, "stack")
     pieces = tuple(tuple(i if d == ax else slice(None) for d in range(first.ndim + 1)) for i in range(len(tensors)))
     out = first.device.xp.stack([t.data for t in tensors], axis=ax)
