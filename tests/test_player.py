@@ -206,7 +206,8 @@ def test_a_leaf_set_keeps_only_the_leaves_at_the_end():
     assert player.gradients.keys() == {"loss", "h", "x", "w"}  # every gradient, while it runs
     player.step.value = player.step.max
     assert player.gradients.keys() == {"x"}
-    assert "✗ w has no gradient: it is not in the leaf set of this backward" in player.text
+    assert "not kept: w has no gradient: it is not in the leaf set of this backward" in player.text
+    assert "✗ w" not in player.text  # the mark of a gradient a backward missed
 
 
 def test_a_gradient_the_leaf_set_leaves_out_is_drawn_not_kept_not_missing():

@@ -118,12 +118,12 @@ def capture(tensors: Sequence[Tensor], grads: Any = None, names: Mapping[str, An
         op = made.get(tid)
         views[tid] = TensorView(label(tid), shapes[tid], op is None, tid in outputs, None if op is None else op.tape,
                                 None if store is None else store._born, None if grads is None else tid in grads,
-                                outline.get(tid), tid in outline and outline[tid] is None, _left_out(grads, tid))
+                                outline.get(tid), tid in outline and outline[tid] is None, left_out(grads, tid))
     tapes = {b: TapeView(b, type(s).__name__, len(s), look_of(s), s._state()) for b, s in sorted(stores.items())}
     return Scene(tuple(made.values()), views, tapes)
 
 
-def _left_out(grads: Any, tid: int) -> bool:
+def left_out(grads: Any, tid: int) -> bool:
     """Whether the gradients ``grads`` have no entry for ``tid`` because their leaf set left it out,
     not because a backward missed it (as ``Gradients.why_missing`` tells the two apart)."""
     if grads is None or tid in grads or tid in grads._why:

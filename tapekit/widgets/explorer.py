@@ -18,7 +18,7 @@ from ..tensor import Tensor
 from ..viz.picture import save
 from .replay import Moment
 from .stepper import ReplayWidget
-from .views import View, code_html, figure_html, figure_of, pre, row, static_html, svg_img
+from .views import View, code_html, figure_html, figure_of, no_gradient_line, pre, row, static_html, svg_img
 
 
 class TapeExplorer(ReplayWidget):
@@ -121,9 +121,9 @@ class TapeExplorer(ReplayWidget):
 
 
 def _gradient_line(grads: Gradients, tid: int, tensor: str, output: str) -> str:
-    """``✓ x`` (a whole gradient), ``½ x: ...`` (only part of it) or ``✗`` and why there is none."""
+    """``✓ x`` (a whole gradient), ``½ x: ...`` (only part of it) or why there is none."""
     if tid not in grads:
-        return f"  ✗ {grads.why_missing(tid, recorded=True)}"
+        return no_gradient_line(grads, tid)
     if grads.is_complete(tid):
         return f"  ✓ {tensor}"
     return f"  ½ {tensor}: incomplete, not all of its ways to {output} ran"

@@ -32,7 +32,7 @@ from ..viz.palette import GONE_FILL, MISSING
 from ..viz.picture import Picture
 from ..viz.scene import OpView, Scene, TensorView, capture, first_readers
 from .replay import POLICIES, Moment, Replay, checked_controls
-from .views import ERROR_INK, SHRINK, row, static_html, svg_img
+from .views import ERROR_INK, SHRINK, no_gradient_line, row, static_html, svg_img
 
 SMALL = 6  # a gradient of at most this many values is shown in full, a larger one by its shape and norm
 RUNNING = "#000000"  # outline of the record running now, and of the gradients it sends
@@ -309,7 +309,7 @@ class BackwardPlayer:
         if self.result is not None:
             for tid, view in self.scene.tensors.items():
                 if tid not in self.result:
-                    lines.append(f"  ✗ {self.result.why_missing(tid, recorded=True)}")
+                    lines.append(no_gradient_line(self.result, tid))
                 elif self.result.is_complete(tid):
                     lines.append(f"  ✓ {view.name} = {_value(self.returned[tid])}")
                 else:

@@ -8,9 +8,9 @@ import html
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..viz.dag import draw
+from ..viz.dag import NOT_KEPT, draw
 from ..viz.partition import Snapshot, _snapshot, plot_partition, png
-from ..viz.scene import Scene, capture
+from ..viz.scene import Scene, capture, left_out
 from .replay import Moment
 
 if TYPE_CHECKING:
@@ -99,3 +99,9 @@ def code_html(moment: Moment, steps: int) -> str:
 
 def pre(text: str) -> str:
     return f'<pre style="white-space:pre-wrap">{html.escape(text)}</pre>'
+
+
+def no_gradient_line(grads: Any, tid: int) -> str:
+    """A listing's line for a tensor without a gradient: ``✗`` and why, or ``not kept`` where the
+    leaf set left it out on purpose, as the pictures mark the two."""
+    return f"  {NOT_KEPT + ':' if left_out(grads, tid) else '✗'} {grads.why_missing(tid, recorded=True)}"
