@@ -80,7 +80,9 @@ def vjp(f: Callable[..., Tensor], *primals: Tensor) -> tuple[Tensor, Callable[[A
 def jacobian(f: Callable[[Tensor], Tensor], x: Tensor, mode: str = "rev") -> Tensor:
     """The Jacobian of ``f`` at ``x``: a tensor of shape ``f(x).shape + x.shape``. ``mode="rev"``
     builds it a row at a time, one backward per output value (``jax.jacrev``); ``mode="fwd"`` a
-    column at a time, one forward-mode pass per input value (``jax.jacfwd``)."""
+    column at a time, one forward-mode pass per input value (``jax.jacfwd``). Its dtype is ``x``'s
+    in mode ``"rev"`` (a gradient has its tensor's dtype) and ``f(x)``'s in mode ``"fwd"`` (a tangent
+    has its output's), as in JAX: they differ only where ``f`` changes the dtype."""
     checked_function(f, "tk.jacobian")
     if mode == "rev":
         out, pull = vjp(f, x)

@@ -378,3 +378,12 @@ def test_an_output_without_a_derivative_is_refused_not_given_zeros(call, dev):
     for f in (lambda t: t.argmax(), lambda t: (t > 0).any()):
         with pytest.raises(tk.DTypeError, match="no derivative"):
             call(f, x)
+
+
+def test_a_jacobians_dtype_is_xs_in_reverse_mode_and_fs_in_forward_mode_as_documented():
+    dev = tk.Cpu()
+    x = dev.tensor([1.0, 2.0], dtype="float32")
+    c = dev.tensor([3.0, 4.0], dtype="float64")
+    rev, fwd = (tk.jacobian(lambda v: v * c, x, mode=m) for m in ("rev", "fwd"))
+    assert (str(rev.dtype), str(fwd.dtype)) == ("float32", "float64")
+    np.testing.assert_allclose(rev.numpy(), fwd.numpy())
