@@ -92,7 +92,8 @@ def _cross_entropy_jvp(tangents: tuple, xp: Any, x: Any, probs: Any, n: int, eps
     if t_logits is not None:
         moved = moved + _logits_slope(xp, x, probs, eps) * t_logits
     if t_target is not None:
-        moved = moved - (1 - eps) * stable_log_softmax(xp, x, -1) * t_target
+        log_p = xp.where(t_target == 0, 0.0, stable_log_softmax(xp, x, -1))  # a class of logit -inf: no -inf * 0
+        moved = moved - (1 - eps) * log_p * t_target
     per_example = xp.sum(moved, axis=-1)
     return xp.sum(per_example) / n if reduced else per_example
 

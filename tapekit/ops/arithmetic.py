@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from .core import binary, same, zero
@@ -88,7 +89,10 @@ def _share_x(g: Any, xp: Any, x: Any, y: Any) -> Any:
     """``x``'s gradient of ``logaddexp``: ``g`` times the softmax of the pair, ``exp(x - out)``, computed
     from the difference as ``sigmoid(x - y)``, so that at a tie it is 1/2 however large ``x`` is
     (``x - out`` rounds to 0 from about 1e16)."""
-    return g * stable_sigmoid(xp, x - y)
+    if not (hasattr(x, "shape") and hasattr(y, "shape")):  # a number beside an array: the difference as it is
+        return g * stable_sigmoid(xp, x - y)
+    tie = (x == y) & (xp.abs(x) == math.inf)  # a tie of infinities, whose difference is NaN: 1/2 each
+    return g * stable_sigmoid(xp, xp.where(tie, 0.0, x) - xp.where(tie, 0.0, y))
 
 
 @binary(_share_x, lambda g, xp, x, y: _share_x(g, xp, y, x))

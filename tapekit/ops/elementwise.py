@@ -32,11 +32,13 @@ def neg(xp, x):
 
 def d_power(g, xp, x, p):
     """The rule of ``x ** p`` for ``x``: ``p * x ** (p - 1)``, and 0 where ``p == 0`` (also at
-    ``x == 0``, where the formula would give ``0 * inf``), as in PyTorch."""
+    ``x == 0``, where the formula would give ``0 * inf``), as in PyTorch. Where only ``p`` is 0 it is
+    the formula's 0, so that its derivative in ``p`` (a recorded backward's) is ``x ** (p - 1)``."""
     if not hasattr(p, "shape"):
         return xp.zeros_like(g) if p == 0 else g * p * x ** (p - 1)
-    q = xp.where(p == 0, 1.0, p)  # p, with 1 where p == 0: no 0 * inf to warn about
-    return xp.where(p == 0, xp.zeros_like(g), g * q * x ** (q - 1))
+    both = (p == 0) & (x == 0)  # only there is the formula 0 * inf; elsewhere p == 0 gives 0, linked to p
+    q = xp.where(both, 1.0, p)
+    return xp.where(both, xp.zeros_like(g), g * q * x ** (q - 1))
 
 
 @only_checks
@@ -216,8 +218,10 @@ def round(xp, x, decimals: int = 0):
 
 
 def stable_sigmoid(xp, x):
-    """``1 / (1 + exp(-x))`` without overflow: ``exp`` only ever sees ``-|x|``."""
-    e = xp.exp(-xp.abs(x))
+    """``1 / (1 + exp(-x))`` without overflow: ``exp`` only ever sees ``-|x|``, taken as ``-x`` or
+    ``x`` by ``where``, not by ``abs``: a recorded backward (create_graph) differentiates this, and
+    abs's kink at 0 would make its derivative there 0."""
+    e = xp.exp(xp.where(x >= 0, -x, x))
     return xp.where(x >= 0, 1 / (1 + e), e / (1 + e))
 
 
@@ -245,13 +249,13 @@ def leaky_relu(xp, x, negative_slope: float = 0.01):
     return xp.where(pos, x, negative_slope * x), (xp, pos, negative_slope)
 
 
-@unary(lambda g, xp, x, pos, alpha: xp.where(pos, g, g * (alpha * xp.exp(xp.minimum(x, 0.0)))), ELEMENTWISE)
+@unary(lambda g, xp, x, pos, alpha: xp.where(pos, g, g * (alpha * xp.exp(xp.where(pos, 0.0, x)))), ELEMENTWISE)
 def elu(xp, x, alpha: float = 1.0):
     """``x`` where ``x > 0``, else ``alpha * (exp(x) - 1)``; gradient 1 where ``x > 0``, else
     ``alpha * exp(x)``: ``alpha`` at 0 (as in PyTorch)."""
     _number(alpha, "elu", "alpha")
     pos = x > 0
-    below = xp.minimum(x, 0.0)  # exp of a positive x could overflow
+    below = xp.where(pos, 0.0, x)  # exp of a positive x could overflow (not minimum: its tie at 0 splits)
     return xp.where(pos, x, alpha * xp.expm1(below)), (xp, x, pos, alpha)
 
 
@@ -300,7 +304,7 @@ def _erfc(xp, x):
     ... * (2n + 1))``; beyond, the continued fraction ``erfc(a) = a exp(-a²) / sqrt(pi) / (a² + 1/2 -
     (1*2/4) / (a² + 5/2 - (3*4/4) / (a² + 9/2 - ...)))``, run from its tail. ``where`` needs both
     everywhere, so each sees ``|x|`` clipped to its own range."""
-    a = xp.abs(x)
+    a = xp.where(x >= 0, x, -x)  # |x|, smooth through 0 as stable_sigmoid's is
     s = xp.minimum(a, 2.0)
     s2 = s * s
     series = _ERF_SERIES[-1]

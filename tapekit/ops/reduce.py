@@ -150,10 +150,17 @@ def _deviations(xp: Any, x: Any, axis: Any, correction: float, ddof: float | Non
         raise InvalidArgumentError(f"{op}: correction={c:g} leaves no positive divisor n - correction for the {n} "
                                    f"element(s) reduced over: the spread of so few values is undefined (numpy "
                                    f"gives nan). Use correction=0, or reduce over more elements.")
-    return axes, x - xp.mean(x, axis=axes, keepdims=True), n - c
+    return axes, _centred(xp, x, axes), n - c
 
 
-@unary(*by_slope(lambda xp, axes, x, dof: (2 / dof) * (x - xp.mean(x, axis=axes, keepdims=True))))
+def _centred(xp: Any, x: Any, axes: Any) -> Any:
+    """``x - mean(x)`` over ``axes``, corrected by a second pass: where the mean rounds (three 0.1s),
+    each deviation would be the same tiny number instead of 0, and std's gradient -1/n each."""
+    d = x - xp.mean(x, axis=axes, keepdims=True)
+    return d - xp.mean(d, axis=axes, keepdims=True)
+
+
+@unary(*by_slope(lambda xp, axes, x, dof: (2 / dof) * _centred(xp, x, axes)))
 def var(xp, x, axis=None, keepdims: bool = False, *, correction: float = 0, ddof: float | None = None):
     """Variance over ``axis``: ``sum((x - mean)**2) / (n - correction)`` for ``n`` elements.
 
@@ -167,12 +174,14 @@ def var(xp, x, axis=None, keepdims: bool = False, *, correction: float = 0, ddof
 
 def _std_slope(xp, axes, x, dof):
     """``(x - mean) / ((n - correction) std)``, and 0 where std is 0 (a kink, like ``abs`` at 0)."""
-    d = x - xp.mean(x, axis=axes, keepdims=True)
+    d = _centred(xp, x, axes)
     v = xp.sum(d * d, axis=axes, keepdims=True) / dof
-    # std is 0 only where every deviation is 0: the gradient is 0 there. The root is taken of 1 there, not
-    # of 0, so that a recorded backward (create_graph) differentiates no sqrt at 0: 0 * inf would be NaN.
-    s = xp.sqrt(xp.where(v > 0, v, xp.ones_like(v)))
-    return d / (dof * s)
+    # std is 0 only where every deviation is 0: the slope is 0 there, and so is its derivative (a recorded
+    # backward's: create_graph). The root is taken of 1 there, not of 0, whose derivative is infinite: the
+    # branch where() does not take would still pass 0 * inf = NaN back.
+    positive = v > 0
+    s = xp.sqrt(xp.where(positive, v, xp.ones_like(v)))
+    return xp.where(positive, d / (dof * s), xp.zeros_like(d))
 
 
 @unary(*by_slope(_std_slope))
