@@ -252,3 +252,66 @@ def test_a_model_call_that_fails_at_a_later_layer_leaves_x_usable_with_the_right
     assert len(gp) == len([p for p in model.parameters() if p in grads])
     for got, p in zip(gp, [p for p in model.parameters() if p in grads]):
         np.testing.assert_allclose(got, grads[p])
+
+
+@pytest.mark.parametrize("policy", ["arc", "union"])
+def test_a_failed_module_call_that_merged_a_tape_it_did_not_note_loses_none_of_its_records(policy):
+    """The forward reads a traced tensor from a global: putting x's tape back would have cut that
+    tensor's records out with the call's, so the tapes are left as the call left them."""
+    dev = tk.Cpu(default_dtype="float64")
+    w0 = dev.tensor([1.0, 2.0, 3.0])
+    scale = w0.trace(POLICIES[policy](leaves=[w0])) * 2.0
+
+    class Scaled(tk.nn.Module):
+        def forward(self, x):
+            x * scale
+            raise Injected
+
+    x = dev.tensor([1.0, 1.0, 1.0]).trace(POLICIES[policy]()) * 1.0
+    with pytest.raises(Injected):
+        Scaled()(x)
+    held = {rec.id for t in (x, scale) for rec in t.tape.records}
+    assert scale._record.id in held  # the record that made scale lives on a tape still
+    grads = tk.backward([scale.sum(), x.sum()])
+    np.testing.assert_array_equal(grads[w0], [2.0, 2.0, 2.0])
+
+
+def test_a_failed_module_call_leaves_another_threads_records_on_a_shared_tape():
+    """Cutting the shared list back to its length at the call's start erased what the other
+    thread recorded meanwhile: its completed step lost its gradient."""
+    dev = tk.Cpu(default_dtype="float64")
+    tape = tk.UnionTape()
+    w = dev.tensor([1.0, 2.0, 3.0]).trace(tape)
+    started, other_done, losses = threading.Event(), threading.Event(), []
+
+    class Slow(tk.nn.Module):
+        def forward(self, x):
+            x * w
+            started.set()
+            other_done.wait(10)
+            raise Injected
+
+    def failing():
+        with pytest.raises(Injected):
+            Slow()(dev.tensor([1.0, 1.0, 1.0]).trace(tape))
+
+    def other():
+        started.wait(10)
+        losses.append((w * 3.0).sum())
+        other_done.set()
+
+    threads = [threading.Thread(target=failing), threading.Thread(target=other)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    np.testing.assert_array_equal(losses[0].backward()[w], [3.0, 3.0, 3.0])
+
+
+def test_a_module_called_on_a_moved_handle_says_it_was_moved():
+    """all_or_nothing noted the spent handle's tape and failed on it with an AttributeError."""
+    dev = tk.Cpu()
+    x = dev.randn((4, 3)).trace(tk.OwnedTape())
+    x * 2.0
+    with pytest.raises(tk.TapeMovedError):
+        tk.nn.Linear(3, 2, device=dev)(x)
