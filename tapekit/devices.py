@@ -225,9 +225,10 @@ class Device:
     def tensor(self, data: Any, dtype: Any = None, name: str | None = None) -> "Tensor":
         """A tensor holding ``data`` (numbers, nested lists, a numpy array, a tensor).
 
-        Without ``dtype``, numbers and float arrays get the device's ``default_dtype`` (float32
-        unless the device was made with another); integer arrays keep their dtype (so labels stay
-        integers), and booleans, from a list or an array, stay boolean (masks).
+        Without ``dtype``, numbers (a list of ints too) and float arrays get the device's
+        ``default_dtype`` (float32 unless the device was made with another); numpy integer arrays
+        keep their dtype (labels: ``dev.tensor(np.array(labels))`` or ``dtype="int64"``), and
+        booleans, from a list or an array, stay boolean (masks).
         """
         if type(data) is np.ndarray and dtype is None and data.dtype == self._default_host_dtype:
             return self._wrap(self.from_numpy(data), name)  # as it is: half the instructions (W3 makes 100 a step)

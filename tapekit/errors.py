@@ -70,8 +70,8 @@ class BackwardError(TapekitError, ValueError):
 
 class SecondOrderError(TapekitError, TypeError):
     """A backward recorded for a second derivative (``create_graph=True``, ``tk.grad`` of
-    ``tk.grad``, ``tk.hessian``) met an op whose rule has no recorded form, or a function given to a
-    transform that has no such derivative (a non-scalar ``f`` for ``tk.grad``, an integer input)."""
+    ``tk.grad``, ``tk.hessian``) met an op whose rule has no recorded form. (A non-scalar ``f`` given
+    to ``tk.grad`` raises ``ShapeError``, an integer input ``DTypeError``.)"""
 
 
 class TracedOutsideError(SecondOrderError):

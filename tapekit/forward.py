@@ -36,7 +36,7 @@ def jvp(f: Callable[..., Any], primals: Any, tangents: Any) -> tuple[Any, Any]:
     """Forward mode: ``f``'s outputs at ``primals`` and their tangents ``J t`` along ``tangents``.
 
     ``primals`` is a tensor or a sequence of them (floating, on no tape), ``tangents`` one tangent
-    per primal of its shape (a tensor, an array or a number). ``f`` returns a tensor or a tuple or
+    per primal of its shape (a tensor or an array; a number for a 0-d primal). ``f`` returns a tensor or a tuple or
     list of them; the tangents come back in the same form, as tensors on no tape. One call is one
     pass through ``f`` beside its values: each op's output gets its tangent from the op's forward
     rule, and nothing is recorded on any tape (the primals enter ``f`` as tensors of their own on no

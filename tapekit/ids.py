@@ -40,6 +40,7 @@ next_id = itertools.count().__next__
 _births = itertools.count()  # creation order of tapes: ``tape._born``
 
 # Okabe-Ito, without vermillion: red is kept for missing gradients.
+#: The tapes' colours, by letter number modulo 6 (A, G, M, ... share the first).
 TAPE_COLOURS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#F0E442")
 NAMED_PARTS = 3  # a merged tape names at most this many of the tapes it is made of, then counts the rest
 

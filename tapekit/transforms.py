@@ -84,12 +84,12 @@ def jacobian(f: Callable[[Tensor], Tensor], x: Tensor, mode: str = "rev") -> Ten
     in mode ``"rev"`` (a gradient has its tensor's dtype) and ``f(x)``'s in mode ``"fwd"`` (a tangent
     has its output's), as in JAX: they differ only where ``f`` changes the dtype."""
     checked_function(f, "tk.jacobian")
+    _checked((x,), (0,), "jacobian")
     if mode == "rev":
         out, pull = vjp(f, x)
         rows = [pull(_unit(out, i))[0] for i in range(out.size)]
         return _assembled(rows, out.shape + x.shape, x)
     if mode == "fwd":
-        _checked((x,), (0,), "jacobian")
         return jacfwd(f, x)
     raise InvalidArgumentError(f"jacobian: mode must be 'rev' (a backward per output value) or 'fwd' (a forward "
                                f"pass per input value), got {mode!r}")

@@ -31,7 +31,8 @@ def entry(module: str, name: str, obj: object) -> list[str]:
     if inspect.isclass(obj) and issubclass(obj, BaseException):
         kind, options = "autoexception", ["   :show-inheritance:"]
     elif inspect.isclass(obj):
-        kind, options = "autoclass", ["   :members:", "   :show-inheritance:"]
+        inherits = [] if obj.__bases__ == (object,) else ["   :show-inheritance:"]  # no empty "Bases:"
+        kind, options = "autoclass", ["   :members:", *inherits]
     elif callable(obj):
         kind, options = "autofunction", []
     else:

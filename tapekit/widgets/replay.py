@@ -30,6 +30,7 @@ from ..ids import label, name_of, replayed, set_name
 from ..tapes import ArcTape, GlobalTape, OwnedTape, UnionTape
 from ..tensor import Tensor
 
+#: The policy names the widgets take, each a tape class's (``"global"``: one GlobalTape block around the run).
 POLICIES = ("owned", "arc", "union", "global")
 _CLASSES = {"owned": OwnedTape, "arc": ArcTape, "union": UnionTape}
 
