@@ -27,7 +27,7 @@ def united_leaves(a: frozenset[int] | None, b: frozenset[int] | None) -> frozens
 def tensor_id(key: Any) -> int:
     """The id behind a tensor or an int id."""
     tid = getattr(key, "id", key)
-    if not isinstance(tid, int):
+    if not isinstance(tid, int) or isinstance(tid, bool):
         raise OperandError(f"Gradients are keyed by tensors or tensor ids, not {type(key).__name__}: g[x] for a "
                            f"tensor x")
     return tid

@@ -40,15 +40,22 @@ class Optimizer:
     def __init__(self, model: Module, lr: float, weight_decay: float) -> None:
         if not isinstance(model, Module):
             raise InvalidArgumentError(f"an optimizer takes the model to train, got a {type(model).__name__}")
-        self.lr = checked_number(lr, "lr", lambda v: v > 0, "a positive number")
-        self.weight_decay = checked_number(weight_decay, "weight_decay", lambda v: v >= 0, "a number, 0 or more")
+        self.lr, self.weight_decay = lr, weight_decay
+        self._check_settings()
         # id: (parameter, state), made now for the model's parameters (so a compiled step's first call
         # already sees the state it will update) and at the first update for any other
         self._state: dict[int, tuple[Tensor, dict[str, Any]]] = {
             p.id: (p, self._init_state(p)) for p in model._origin().parameters()}
 
+    def _check_settings(self) -> None:
+        """The settings, checked when the optimizer is made and before each update (they may be set
+        in between: ``opt.lr = 1e-4``)."""
+        self.lr = checked_number(self.lr, "lr", lambda v: v > 0, "a positive number")
+        self.weight_decay = checked_number(self.weight_decay, "weight_decay", lambda v: v >= 0, "a number, 0 or more")
+
     def update(self, model: Module, grads: Gradients) -> None:
         """One step for every parameter of ``model`` that has an entry in ``grads``."""
+        self._check_settings()
         if not isinstance(model, Module):
             raise InvalidArgumentError(f"update takes the Module whose parameters to step, got a "
                                        f"{type(model).__name__}")
@@ -83,6 +90,10 @@ class Optimizer:
 
     def _init_state(self, p: Tensor) -> dict[str, Any]:
         return {}
+
+    def _odd_state(self, key: str, values: np.ndarray) -> str:
+        """Why a checkpoint's state ``key`` of these ``values`` could come from no run ('' if it could)."""
+        return ""
 
     def _step(self, xp: Any, w: Any, g: Any, state: dict[str, Any]) -> Any:
         """The parameter's new values from its values ``w``, gradient ``g`` and its state, whose
@@ -136,18 +147,22 @@ class Sgd(Optimizer):
 
     def __init__(self, model: Module, lr: float, momentum: float = 0.0, nesterov: bool = False,
                  weight_decay: float = 0.0) -> None:
-        self.momentum = checked_number(momentum, "momentum", lambda v: v >= 0, "a number, 0 or more")
-        self.nesterov = checked_flag(nesterov, "nesterov")
+        self.momentum, self.nesterov = momentum, nesterov
+        super().__init__(model, lr, weight_decay)
+
+    def _check_settings(self) -> None:
+        super()._check_settings()
+        self.momentum = checked_number(self.momentum, "momentum", lambda v: v >= 0, "a number, 0 or more")
+        self.nesterov = checked_flag(self.nesterov, "nesterov")
         if self.nesterov and not self.momentum:
             raise InvalidArgumentError("nesterov=True needs a positive momentum")
-        super().__init__(model, lr, weight_decay)
 
     def _init_state(self, p: Tensor) -> dict[str, Any]:
         return {"velocity": p.device.xp.zeros_like(p.data)} if self.momentum else {}
 
     def _step(self, xp: Any, w: Any, g: Any, state: dict[str, Any]) -> Any:
         if self.momentum:
-            v = state["velocity"] = self.momentum * state["velocity"] + g
+            v = state["velocity"] = self.momentum * state.get("velocity", 0.0) + g  # 0: momentum set since
             g = g + self.momentum * v if self.nesterov else v
         return w - self.lr * g
 
@@ -163,15 +178,23 @@ class Adam(Optimizer):
 
     def __init__(self, model: Module, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0.0) -> None:
+        self.betas, self.eps = betas, eps
+        super().__init__(model, lr, weight_decay)
+
+    def _check_settings(self) -> None:
+        super()._check_settings()
+        betas = self.betas
         if not isinstance(betas, (tuple, list)) or len(betas) != 2:
             raise InvalidArgumentError(f"betas must be two numbers, as a tuple (0.9, 0.999), got {betas!r}")
         self.betas = tuple(checked_number(b, "betas", lambda v: 0 <= v < 1, "a number in [0, 1)") for b in betas)
-        self.eps = checked_number(eps, "eps", lambda v: v > 0, "a positive number")
-        super().__init__(model, lr, weight_decay)
+        self.eps = checked_number(self.eps, "eps", lambda v: v > 0, "a positive number")
 
     def _init_state(self, p: Tensor) -> dict[str, Any]:
         xp = p.device.xp
         return {"t": 0, "m": xp.zeros_like(p.data), "v": xp.zeros_like(p.data)}
+
+    def _odd_state(self, key: str, values: np.ndarray) -> str:
+        return "holds negative values; v is a mean of squares" if key == "v" and np.any(values < 0) else ""
 
     def _step(self, xp: Any, w: Any, g: Any, state: dict[str, Any]) -> Any:
         b1, b2 = self.betas

@@ -315,3 +315,21 @@ def test_a_module_called_on_a_moved_handle_says_it_was_moved():
     x * 2.0
     with pytest.raises(tk.TapeMovedError):
         tk.nn.Linear(3, 2, device=dev)(x)
+
+
+@pytest.mark.parametrize("policy", ["owned", "union"])
+def test_a_module_taking_a_tuple_of_tensors_is_all_or_nothing_for_each(policy):
+    dev = tk.Cpu(default_dtype="float64")
+
+    class Pair(tk.nn.Module):
+        def forward(self, xs):
+            a, b = xs
+            a @ dev.tensor(np.ones((3, 2)))
+            return b @ dev.tensor(np.ones((5, 2)))  # does not fit
+
+    a = dev.tensor(np.ones((4, 3))).trace(POLICIES[policy]()) * 1.0
+    b = dev.tensor(np.ones((4, 3))).trace(POLICIES[policy]()) * 1.0
+    before = [snapshot(t) for t in (a, b)]
+    with pytest.raises(tk.ShapeError):
+        Pair()((a, b))
+    assert [snapshot(t) for t in (a, b)] == before

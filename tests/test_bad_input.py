@@ -1293,3 +1293,15 @@ def test_more_calls_of_the_wrong_kind_raise_tapekit_errors(call):
     with pytest.raises(tk.TapekitError):
         call(x)
     assert len(x.tape) == 0
+
+
+@pytest.mark.parametrize("call", [
+    lambda: tk.nn.Residual(tk.nn.Linear(3, 1))(DEV.tensor(np.ones((4, 3)))),
+    lambda: tk.nn.Linear(2, 2).zero_grads(tk.nn.Linear(2, 2).alloc_grads()),
+    lambda: tk.nn.Linear(2, 2).zero_grads(None), lambda: tk.Gradients(leaves=[True]),
+], ids=["Residual broadcast", "zero_grads of another model", "zero_grads(None)", "leaves=[True]"])
+def test_nonsense_a_module_or_gradients_took_silently_is_refused(call):
+    """Residual broadcast a (4, 1) output to (4, 3); zero_grads put a model's parameters into another's
+    Gradients; a bool was taken as tensor id 1."""
+    with pytest.raises(tk.TapekitError):
+        call()

@@ -223,3 +223,21 @@ def test_a_path_or_optimizer_that_cannot_be_used_is_named_with_what_to_give(tmp_
     with pytest.raises(error, match=words):
         call(model, tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("key, change", [("weight/t", lambda a: np.array(-1)), ("weight/v", lambda a: -np.abs(a) - 1),
+                                         ("weight/m", lambda a: a * np.nan)], ids=["t=-1", "v<0", "m nan"])
+def test_a_checkpoint_no_run_could_have_saved_is_refused(tmp_path, key, change):
+    """It loaded, and the first step gave NaN weights (t = -1 divides by 1 - b1 ** 0)."""
+    dev = tk.Cpu(seed=0, default_dtype="float64")
+    x = dev.randn((4, 3))
+    model = tk.nn.Linear(3, 1, device=dev, dtype="float64")
+    opt = tk.optim.Adam(model, lr=0.1)
+    opt.update(model, model.trace(tk.UnionTape(model.alloc_grads()))(x).sum().backward())
+    model.save(tmp_path / "ok.npz", optimizer=opt)
+    arrays = dict(np.load(tmp_path / "ok.npz"))
+    arrays[f"optimizer/state/{key}"] = change(arrays[f"optimizer/state/{key}"])
+    np.savez(tmp_path / "bad.npz", **arrays)
+    fresh = tk.nn.Linear(3, 1, device=dev, dtype="float64")
+    with pytest.raises(tk.ModelFileError, match="NaN or infinite|step count is 0 or more|negative values"):
+        fresh.load(tmp_path / "bad.npz", optimizer=tk.optim.Adam(fresh, lr=0.1))

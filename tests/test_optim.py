@@ -160,3 +160,33 @@ def test_a_zero_entry_is_a_gradient_and_a_missing_one_is_not(dev):
     with pytest.raises(tk.UnusedParamsError, match="b"):
         opt.update(model, grads_of(model, dev, a=G1))
     np.testing.assert_allclose(host(model.b), [0.31])
+
+
+@pytest.mark.parametrize("make, setting, value", [
+    (lambda m: tk.optim.Sgd(m, 0.1), "lr", float("nan")), (lambda m: tk.optim.Sgd(m, 0.1), "lr", "a"),
+    (lambda m: tk.optim.Sgd(m, 0.1), "momentum", -1.0), (lambda m: tk.optim.Adam(m), "eps", 0.0),
+    (lambda m: tk.optim.Adam(m), "betas", (1.0, 0.999)), (lambda m: tk.optim.Adam(m), "betas", 5),
+    (lambda m: tk.optim.Sgd(m, 0.1), "weight_decay", -1.0),
+], ids=["lr nan", "lr text", "momentum -1", "eps 0", "beta 1", "betas 5", "weight_decay -1"])
+def test_a_setting_changed_after_the_optimizer_was_made_is_checked_before_the_next_step(make, setting, value):
+    """The constructor's checks were skipped: lr = nan turned the weights into NaN silently."""
+    model = tk.nn.Linear(2, 1, dtype="float64")
+    opt = make(model)
+    x = model.weight.device.tensor([[1.0, 2.0]], dtype="float64")
+    grads = model(x.trace(tk.OwnedTape(model.alloc_grads()))).sum().backward()
+    before = model.weight.numpy().copy()
+    setattr(opt, setting, value)
+    with pytest.raises(tk.InvalidArgumentError, match=setting):
+        opt.update(model, grads)
+    np.testing.assert_array_equal(model.weight.numpy(), before)
+
+
+def test_momentum_set_after_an_sgd_made_without_it_starts_from_zero_velocity():
+    model = tk.nn.Linear(2, 1, dtype="float64")
+    opt = tk.optim.Sgd(model, 0.1)
+    opt.momentum = 0.9
+    x = model.weight.device.tensor([[1.0, 2.0]], dtype="float64")
+    before = model.weight.numpy().copy()
+    grads = model(x.trace(tk.OwnedTape(model.alloc_grads()))).sum().backward()
+    opt.update(model, grads)
+    np.testing.assert_allclose(model.weight.numpy(), before - 0.1 * grads[model.weight])

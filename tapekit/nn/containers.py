@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from ..errors import InvalidArgumentError
+from ..errors import InvalidArgumentError, ShapeError
 from ..tensor import Tensor
 from .module import Module, branch
 
@@ -44,4 +44,8 @@ class Residual(Module):
         self.module = module
 
     def forward(self, x: Tensor) -> Tensor:
-        return x + self.module(branch(x))
+        y = self.module(branch(x))
+        if y.shape != x.shape:  # x + y would broadcast into another shape
+            raise ShapeError(f"Residual: its module made shape {y.shape} from an input of shape {x.shape}; x + "
+                             f"module(x) needs the input's shape back")
+        return x + y

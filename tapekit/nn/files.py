@@ -166,7 +166,20 @@ def _state_problems(params: dict[str, Tensor], arrays: dict[str, Any], optimizer
         elif arr.dtype.kind != ("f" if floating else "i"):
             kind = "floating" if floating else "an integer"
             problems.append(f"{name} has dtype {arr.dtype} in the file; it is {kind}")
+        else:
+            problems += _odd_values(name, arr, optimizer)
     return problems
+
+
+def _odd_values(name: str, arr: np.ndarray, optimizer: "Optimizer") -> list[str]:
+    """What no run of ``optimizer`` could have saved under ``name`` (whose first step would then give
+    NaN): a value that is not finite, a negative step count, and what the optimizer itself refuses."""
+    if not np.all(np.isfinite(arr)):
+        return [f"{name} holds NaN or infinite values"]
+    if arr.dtype.kind == "i" and np.any(arr < 0):
+        return [f"{name} is {arr.tolist()} in the file; a step count is 0 or more"]
+    odd = optimizer._odd_state(name.rsplit("/", 1)[-1], arr)
+    return [f"{name} {odd}"] if odd else []
 
 
 def _state_value(p: Tensor, template: Any, arr: np.ndarray) -> Any:

@@ -23,7 +23,7 @@ import os
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from ..devices import Cpu, Device, checked_device
-from ..errors import OperandError, TapeError, TapePolicyError, checked_flag
+from ..errors import InvalidArgumentError, OperandError, TapeError, TapePolicyError, checked_flag
 from ..gradients import Gradients
 from ..tapes.checkpoint import all_or_nothing
 from ..tensor import Tensor
@@ -70,7 +70,7 @@ class Module:
         if self.takes_tensor and not isinstance(x, Tensor):
             raise OperandError(f"{type(self).__name__} takes a tensor, got a {type(x).__name__}; make one with "
                                f"dev.tensor(values)")
-        with all_or_nothing(itertools.chain((x,), held_tensors(self))):
+        with all_or_nothing(itertools.chain(_given(x), held_tensors(self))):
             return self.forward(x)
 
     # -- parameters -------------------------------------------------------------------------
@@ -99,6 +99,12 @@ class Module:
 
     def zero_grads(self, grads: Gradients) -> Gradients:
         """Zero ``grads`` in place for the next step (buffers of missing parameters are allocated)."""
+        if not isinstance(grads, Gradients):
+            raise OperandError(f"zero_grads takes the Gradients model.alloc_grads() made, got {type(grads).__name__}")
+        outside = [name for name, p in self.named_parameters() if grads.leaves is not None and p.id not in grads.leaves]
+        if outside:
+            raise InvalidArgumentError(f"zero_grads: these Gradients are another model's: their leaf set leaves out "
+                                       f"{', '.join(outside[:3])}; zero this model's own (model.alloc_grads())")
         grads.zero_()
         for p in self.parameters():
             if p not in grads:
@@ -185,6 +191,18 @@ class Module:
 
 def _public(module: Module) -> Iterator[tuple[str, Any]]:
     return ((name, value) for name, value in vars(module).items() if not name.startswith("_"))
+
+
+def _given(x: Any) -> Iterator[Any]:
+    """The tensors of a module's input: itself, or those in the tuples, lists and dicts it is made of."""
+    if isinstance(x, (tuple, list)):
+        for item in x:
+            yield from _given(item)
+    elif isinstance(x, dict):
+        for item in x.values():
+            yield from _given(item)
+    else:
+        yield x
 
 
 def held_tensors(module: Module) -> Iterator[Tensor]:
