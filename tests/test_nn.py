@@ -376,3 +376,27 @@ def test_pickled_objects_and_other_files_are_refused(cpu, tmp_path):
     _assert_refused(model, tmp_path / "text.npz", "not a model file")
     np.save(tmp_path / "one.npy", np.zeros(3))
     _assert_refused(model, tmp_path / "one.npy", "one array")
+
+
+@pytest.mark.parametrize("make, setting, value", [(lambda: tk.nn.LayerNorm(3), "eps", 0.0),
+                                                  (lambda: tk.nn.Dropout(0.5), "p", 1.0)], ids=["eps 0", "p 1"])
+def test_a_layers_setting_changed_after_it_was_made_is_checked_at_its_call(make, setting, value):
+    """LayerNorm.eps = 0 gave NaN on a constant row, Dropout.p = 1 NaN everywhere."""
+    layer = make()
+    setattr(layer, setting, value)
+    x = tk.Cpu().tensor(np.ones((2, 3)))
+    with pytest.raises(tk.InvalidArgumentError, match=setting):
+        layer(x)
+
+
+def test_step_footprint_leaves_a_traced_input_as_it_was_and_measures_alike_each_time():
+    """It merged the caller's tape into the one it measured, and a second measurement counted the first's records."""
+    dev = tk.Cpu()
+    model = tk.nn.Sequential(tk.nn.Linear(3, 2, device=dev), tk.nn.Tanh())
+    x = dev.tensor(np.ones((4, 3))).trace(tk.UnionTape()) * 1.0
+    before = str(x.tape)
+    first = tk.nn.step_footprint(model, x, lambda out: out.sum())
+    second = tk.nn.step_footprint(model, x, lambda out: out.sum())
+    assert str(x.tape) == before and first.records == second.records
+    with pytest.raises(tk.OperandError, match="no tape"):
+        tk.nn.step_footprint(model, x, lambda out: dev.tensor(1.0))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..errors import InvalidArgumentError
+from ..errors import InvalidArgumentError, OperandError
 from ..tapes import OwnedTape, UnionTape
 from ..tensor import Tensor
 from .module import Module
@@ -38,10 +38,17 @@ def step_footprint(model: Module, x: Tensor, loss: Callable[[Tensor], Tensor],
     """
     if tagging not in TAGGINGS:
         raise InvalidArgumentError(f"tagging must be one of {TAGGINGS}, got {tagging!r}")
+    if not isinstance(model, Module) or not isinstance(x, Tensor) or not callable(loss):
+        raise OperandError("step_footprint takes a model, an input tensor and a loss: a function of the model's "
+                           "output, such as lambda out: out.sum()")
+    x = x.detach()  # a traced x would merge the caller's tape into the one measured, and keep it
     grads = model.alloc_grads()
     if tagging == "input":
         out: Any = loss(model(x.trace(OwnedTape(grads))))
     else:
         out = loss(model.trace(UnionTape(grads))(x))
-    tape = out.tape
+    tape = getattr(out, "tape", None)
+    if tape is None:
+        raise OperandError(f"step_footprint: the loss returned {type(out).__name__} with no tape; compute it from "
+                           f"the model's output, with tapekit's ops")
     return StepFootprint(tagging, len(tape), tape.nbytes, tuple(rec.name for rec in tape.records))

@@ -90,6 +90,10 @@ class Embedding(Module):
         return f"num_embeddings={self.num_embeddings}, dim={self.dim}"
 
 
+def _checked_eps(eps: Any) -> float:
+    return checked_number(eps, "LayerNorm's eps", lambda v: v > 0, "a positive number")
+
+
 class LayerNorm(Module):
     """Normalise the last axis to mean 0 and variance 1, then scale by ``weight`` (ones) and shift
     by ``bias`` (zeros)."""
@@ -98,7 +102,7 @@ class LayerNorm(Module):
 
     def __init__(self, dim: int, eps: float = 1e-5, device: Device | None = None, dtype: Any = None) -> None:
         self.dim = _positive("dim", dim)
-        self.eps = checked_number(eps, "LayerNorm's eps", lambda v: v > 0, "a positive number")
+        self.eps = _checked_eps(eps)
         dev = device_or_default(device)
         dtype = _parameter_dtype(dev, dtype, "LayerNorm")
         self.weight = dev.ones((dim,), dtype=dtype)
@@ -109,10 +113,11 @@ class LayerNorm(Module):
             raise ShapeError(f"LayerNorm({self.dim}) normalises a last axis of {self.dim} values, but got an input "
                              f"of shape {tuple(x.shape)}: give inputs whose last axis is {self.dim}, or make the "
                              f"layer LayerNorm({x.shape[-1] if x.shape else 1})")
+        eps = self.eps = _checked_eps(self.eps)  # set since the layer was made, maybe
         centred = x - branch(x).mean(-1, keepdims=True)
         c = branch(centred)
         variance = (c * c).mean(-1, keepdims=True)
-        return centred / (variance + self.eps).sqrt() * self.weight + self.bias
+        return centred / (variance + eps).sqrt() * self.weight + self.bias
 
     def extra_repr(self) -> str:
         return f"dim={self.dim}, eps={self.eps}"
@@ -125,9 +130,15 @@ class Dropout(Module):
     takes_tensor = True
 
     def __init__(self, p: float = 0.5) -> None:
-        self.p = checked_number(p, "Dropout's p", lambda v: 0 <= v < 1, "a number in [0, 1)")
+        self.p = p
+        self._check_p()
+
+    def _check_p(self) -> None:
+        """``p``, checked when the layer is made and at each call (it may be set in between)."""
+        self.p = checked_number(self.p, "Dropout's p", lambda v: 0 <= v < 1, "a number in [0, 1)")
 
     def forward(self, x: Tensor) -> Tensor:
+        self._check_p()
         if not self.training or self.p == 0:
             return x
         keep = x.device.rng.random(x.shape) >= self.p
