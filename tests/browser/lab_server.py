@@ -107,6 +107,11 @@ class LabServer:
         env = self.environment()
         config = Path(env["JUPYTER_CONFIG_DIR"]) / "jupyter_server_config.json"
         config.write_text(json.dumps(server_config(self.root, self.port), indent=1))
+        kernel_config = Path(env["IPYTHONDIR"]) / "profile_default" / "ipython_kernel_config.py"
+        kernel_config.parent.mkdir(parents=True, exist_ok=True)
+        # After an error, Run All's later cells must stay unrun. ipykernel aborts only the requests
+        # already queued (a 0 s window): one that arrived a moment later ran, now and then.
+        kernel_config.write_text("c.Kernel.stop_on_error_timeout = 5.0\n")
         for plugin, settings in LAB_SETTINGS.items():
             path = Path(env["JUPYTER_CONFIG_DIR"]) / "lab" / "user-settings" / f"{plugin}.jupyterlab-settings"
             path.parent.mkdir(parents=True, exist_ok=True)
