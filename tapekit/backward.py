@@ -64,7 +64,7 @@ def _gradients(outputs: Any, seeds: Sequence[Any] | None, retain: bool, create_g
     """``backward``, its gradients before the leaf set drops the others."""
     outputs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
     given = _given_seeds(outputs, seeds)  # as the caller gave them
-    seeds = _seeds(outputs, given)
+    seeds = [_seed(out, seed) for out, seed in zip(outputs, given)]
     tapes = [_tape_of(out) for out in outputs]
     check_one_policy(outputs, tapes, "tk.backward")
     if not create_graph:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 from ..devices import Cpu, Device, checked_device
 from ..errors import InvalidArgumentError, OperandError, TapeError, TapePolicyError, checked_flag
 from ..gradients import Gradients
-from ..tapes.checkpoint import all_or_nothing
+from ..tapes.checkpoint import all_or_nothing, inside_all_or_nothing
 from ..tensor import Tensor
 from . import files
 
@@ -70,6 +70,8 @@ class Module:
         if self.takes_tensor and not isinstance(x, Tensor):
             raise OperandError(f"{type(self).__name__} takes a tensor, got a {type(x).__name__}; make one with "
                                f"dev.tensor(values)")
+        if inside_all_or_nothing():  # a call inside another: the outer one puts everything back
+            return self.forward(x)
         with all_or_nothing(itertools.chain(_given(x), held_tensors(self))):
             return self.forward(x)
 

@@ -39,6 +39,7 @@ from ..forward import ELEMENTWISE, LINEAR
 from ..errors import AxisError, DeviceMismatchError, OperandError, ShapeError, TapekitError
 from ..ids import label, next_id
 from ..tapes import checkpoint
+from ..tapes.checkpoint import OPEN
 from ..tapes.base import MOVED, Record
 from ..tapes.merge import merge_tapes, operand_tapes
 from ..tensor import Tensor
@@ -69,7 +70,7 @@ def emit(name: str, out: Any, inputs: Sequence[Any], rules: Sequence[Callable], 
     rec = result._record = _make_record(rid, name, inputs, rules, saved, result.id, out, made, links)
     tape = result._tape = tapes[0] if len(tapes) == 1 else merge_tapes(tapes, f"#{rid} {name}")
     tape._record(rec)
-    if checkpoint.OPEN[0]:  # a module call or transform is running: it may have to take this record back
+    if OPEN[0]:  # a module call or transform is running: it may have to take this record back
         checkpoint.made(rec)
     if tape.moves:  # an OwnedTape: the op took it, so the operands' handles are spent (``x.tape``: a MovedTape)
         for t in inputs:

@@ -379,5 +379,7 @@ def _number(value: object, op: str, name: str, finite: bool = True) -> None:
                                    f"op's parameters are not differentiated: {instead}")
     if not hasattr(value, "dtype") and (isinstance(value, bool) or not isinstance(value, numbers.Real)):
         raise InvalidArgumentError(f"{op}: {name} must be a number, got {value!r}")
-    if finite and isinstance(value, (numbers.Real, np.ndarray, np.generic)) and not np.all(np.isfinite(value)):
+    finite_value = math.isfinite(value) if isinstance(value, numbers.Real) else (
+        not isinstance(value, (np.ndarray, np.generic)) or bool(np.all(np.isfinite(value))))  # a device's array: unread
+    if finite and not finite_value:
         raise InvalidArgumentError(f"{op}: {name} must be finite, got {value!r}")

@@ -35,6 +35,11 @@ OPEN = [0]  # blocks open in every thread: ``emit`` looks no further while there
 _counting = threading.Lock()
 
 
+def inside_all_or_nothing() -> bool:
+    """Whether a block is open in this thread or task (an outer call then covers an inner one)."""
+    return _made.get() is not None
+
+
 def made(rec: Record) -> None:
     """Note a record an op made while a block may be open (``emit`` calls it)."""
     ids = _made.get()
@@ -133,11 +138,14 @@ class all_or_nothing:  # noqa: N801  (used as a function: ``with all_or_nothing(
 
     def __enter__(self) -> None:
         self.token = None
-        if _made.get() is not None:
+        if inside_all_or_nothing():
             return
         found = [t for t in self.tensors if type(t) is Tensor]
+        tapes = _reachable(found)
+        if not tapes:  # nothing records: nothing to put back
+            return
         self.handles = [(t, t._tape, getattr(t, "_moved_by", None), getattr(t, "_moved_from", None)) for t in found]
-        self.states = [_TapeState(tape) for tape in _reachable(found)]
+        self.states = [_TapeState(tape) for tape in tapes]
         with _counting:
             OPEN[0] += 1
         self.token = _made.set(set())
